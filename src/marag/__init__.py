@@ -1,0 +1,25 @@
+"""marag: multi-agent retrieval-augmented generation.
+
+``import marag`` is light: torch, transformers and faiss load only when a component needs them.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+__version__ = "0.1.0"
+
+__all__ = ["__version__", "ask", "ask_async"]
+
+
+def ask(question: str, **kwargs: Any) -> Any:
+    """Answer one question with a method (default ``jade``) and return its Trace."""
+    from marag.api import ask as _ask
+
+    return _ask(question, **kwargs)
+
+
+async def ask_async(question: str, **kwargs: Any) -> Any:
+    from marag.api import ask_async as _ask_async
+
+    return await _ask_async(question, **kwargs)

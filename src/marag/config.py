@@ -1,0 +1,195 @@
+"""Typed, strict configuration: YAML files plus ``dotted.key=value`` overrides.
+
+Every section forbids unknown keys, so a misspelled option is an error that names the key
+(with a suggestion) instead of being silently ignored.
+"""
+
+from __future__ import annotations
+
+import difflib
+from pathlib import Path
+from typing import Any, Literal
+
+import yaml
+from pydantic import BaseModel, ConfigDict, Field, ValidationError
+
+
+class ConfigError(ValueError):
+    """A configuration file or override that cannot be used; the message names the key."""
+
+
+class Section(BaseModel):
+    model_config = ConfigDict(extra="forbid", validate_assignment=True)
+
+
+class Price(Section):
+    """US dollars per million tokens."""
+
+    prompt_per_million: float = 0.0
+    completion_per_million: float = 0.0
+
+
+class LLMConfig(Section):
+    backend: Literal["hf", "openai", "llamacpp", "scripted"] = "hf"
+    # HF id, local folder, GGUF file, a server-side model name, or an embedded name
+    # ("smollm2", "gemma3-270m").
+    model: str = "smollm2"
+    base_url: str | None = None
+    api_key_env: str = "OPENAI_API_KEY"
+    max_concurrency: int = Field(16, ge=1)
+    timeout: float = Field(120.0, gt=0)
+    retries: int = Field(3, ge=0)
+    max_batch_size: int = Field(16, ge=1)
+    batch_wait_ms: float = Field(5.0, ge=0)
+    device: str = "cpu"
+    dtype: Literal["auto", "float32", "bfloat16", "float16"] = "float32"
+    bf16_autocast: bool = False
+    cache_dir: str | None = None
+    n_threads: int | None = None
+    n_ctx: int = Field(4096, ge=128)
+
+
+class SamplingConfig(Section):
+    temperature: float = Field(0.0, ge=0)
+    top_p: float = Field(1.0, gt=0, le=1)
+    max_tokens: int = Field(128, ge=1)
+    seed: int | None = None
+    stop: list[str] = Field(default_factory=list)
+
+
+class RetrievalConfig(Section):
+    # An index directory, a named built-in corpus ("wiki-demo"), or None with ``url`` set.
+    index: str | None = "wiki-demo"
+    kind: Literal["bm25", "dense", "hybrid"] = "bm25"
+    url: str | None = None
+    k: int = Field(5, ge=1)
+    timeout: float = Field(30.0, gt=0)
+
+
+MethodName = Literal["llm-only", "vanilla", "mmoa-rag", "mao-arag", "jade", "m-ask"]
+RoleCode = Literal["QR", "QDS", "QDP", "R", "DS", "AG", "AS"]
+
+
+class MethodConfig(Section):
+    name: MethodName = "jade"
+    # planner methods (jade / mao-arag)
+    max_rounds: int = Field(8, ge=1)
+    max_subquestions: int = Field(4, ge=1)
+    max_depth: int = Field(1, ge=0)
+    fallback: list[RoleCode] = Field(default_factory=lambda: ["R", "AG"])
+    top_k: int = Field(5, ge=1)
+    # mmoa-rag
+    candidates: int = Field(10, ge=1)
+    answer_max_words: int = Field(30, ge=1)
+    constrained_selector: bool = False
+    # m-ask
+    max_turns: int = Field(3, ge=1)
+    answer_every_turn: bool = False
+
+
+class EvalConfig(Section):
+    concurrency: int = Field(8, ge=1)
+    limit: int | None = Field(None, ge=1)
+    seed: int = 0
+
+
+class Config(Section):
+    llms: dict[str, LLMConfig] = Field(default_factory=lambda: {"default": LLMConfig()})
+    # role (planner, QR, AG, plan, search, ... or "default") -> name in ``llms``
+    roles: dict[str, str] = Field(default_factory=lambda: {"default": "default"})
+    sampling: SamplingConfig = Field(default_factory=SamplingConfig)
+    retrieval: RetrievalConfig = Field(default_factory=RetrievalConfig)
+    method: MethodConfig = Field(default_factory=MethodConfig)
+    eval: EvalConfig = Field(default_factory=EvalConfig)
+    # model name -> price; used to put money on traces
+    prices: dict[str, Price] = Field(default_factory=dict)
+
+    def backend_for(self, role: str) -> str:
+        name = self.roles.get(role, self.roles.get("default", "default"))
+        if name not in self.llms:
+            raise ConfigError(f"roles.{role} names LLM '{name}', not in llms: {sorted(self.llms)}")
+        return name
+
+
+# ----------------------------------------------------------------------------- loading
+
+
+def load_config(path: str | Path | None = None, overrides: list[str] | None = None) -> Config:
+    """Load a YAML config (or the defaults) and apply ``a.b.c=value`` overrides."""
+    data: dict[str, Any] = {}
+    if path is not None:
+        p = Path(path)
+        if not p.is_file():
+            raise ConfigError(f"config file not found: {p}")
+        try:
+            loaded = yaml.safe_load(p.read_text(encoding="utf-8"))
+        except yaml.YAMLError as e:
+            raise ConfigError(f"{p}: invalid YAML: {e}") from None
+        if loaded is None:
+            loaded = {}
+        if not isinstance(loaded, dict):
+            raise ConfigError(f"{p}: top level must be a mapping, got {type(loaded).__name__}")
+        data = loaded
+    for item in overrides or []:
+        apply_override(data, item)
+    return validate(data)
+
+
+def apply_override(data: dict[str, Any], item: str) -> None:
+    key, sep, raw = item.partition("=")
+    key = key.strip()
+    if not sep or not key:
+        raise ConfigError(f"override {item!r} is not of the form key=value")
+    try:
+        value = yaml.safe_load(raw) if raw.strip() else ""
+    except yaml.YAMLError:
+        value = raw
+    parts = key.split(".")
+    node = data
+    for part in parts[:-1]:
+        nxt = node.setdefault(part, {})
+        if not isinstance(nxt, dict):
+            raise ConfigError(f"override {key!r}: '{part}' is not a section")
+        node = nxt
+    node[parts[-1]] = value
+
+
+def validate(data: dict[str, Any]) -> Config:
+    try:
+        return Config.model_validate(data)
+    except ValidationError as e:
+        raise ConfigError(_explain(e)) from None
+
+
+def _explain(err: ValidationError) -> str:
+    lines = []
+    for e in err.errors():
+        loc = ".".join(str(x) for x in e["loc"])
+        if e["type"] == "extra_forbidden":
+            lines.append(f"unknown config key '{loc}'{_suggest(e['loc'])}")
+        else:
+            lines.append(f"config key '{loc}': {e['msg']}")
+    return "; ".join(lines)
+
+
+def _suggest(loc: tuple[Any, ...]) -> str:
+    model: type[BaseModel] | None = Config
+    for part in loc[:-1]:
+        if model is None:
+            return ""
+        field = model.model_fields.get(str(part))
+        if field is None:
+            # inside a dict[str, Section]: the part is a user-chosen name
+            continue
+        ann = field.annotation
+        args = getattr(ann, "__args__", ())
+        if isinstance(ann, type) and issubclass(ann, BaseModel):
+            model = ann
+        elif args and isinstance(args[-1], type) and issubclass(args[-1], BaseModel):
+            model = args[-1]
+        else:
+            model = None
+    if model is None:
+        return ""
+    close = difflib.get_close_matches(str(loc[-1]), list(model.model_fields), n=1)
+    return f" (did you mean '{close[0]}'?)" if close else ""

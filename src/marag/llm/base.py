@@ -1,0 +1,45 @@
+"""The LLM backend protocol: a batch of chat conversations in, one Completion each out."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from typing import Protocol, runtime_checkable
+
+from marag.types import Completion
+
+Messages = list[dict[str, str]]
+
+
+class LLMError(RuntimeError):
+    """A backend could not produce completions (dead endpoint after retries, bad model path...)."""
+
+
+@dataclass(frozen=True, slots=True)
+class SamplingParams:
+    temperature: float = 0.0  # 0 means greedy
+    top_p: float = 1.0
+    max_tokens: int = 128
+    stop: tuple[str, ...] = ()
+    seed: int | None = None
+    logprobs: bool = False  # ask for per-token logprobs and token ids (training needs them)
+    # Restrict decoding to these strings' tokens (MMOA-RAG's id-only selector); local backends.
+    allowed_text: tuple[str, ...] = field(default=())
+
+    def replace(self, **changes: object) -> SamplingParams:
+        from dataclasses import replace
+
+        return replace(self, **changes)  # type: ignore[arg-type]
+
+
+@runtime_checkable
+class LLM(Protocol):
+    """Every backend: ``hf``, ``openai``, ``llamacpp`` and the test-only ``scripted``."""
+
+    name: str  # backend kind, e.g. "hf"
+    model: str  # model name as it appears in traces and price tables
+
+    async def generate(self, batch: list[Messages], params: SamplingParams) -> list[Completion]:
+        """Complete every conversation in ``batch``; the result has the same order and length."""
+        ...
+
+    async def aclose(self) -> None: ...

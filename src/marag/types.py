@@ -1,0 +1,303 @@
+"""The records that flow through marag: questions, passages, completions, steps and traces.
+
+Every stage (ask, evaluate, report, train, serve) reads and writes these same records, so a
+completion is parsed once, by the role that produced it, and never again downstream.
+Records are plain dataclasses (cheap to build on the hot path) with ``to_dict``/``from_dict``
+and JSONL helpers that round-trip exactly.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import gzip
+import json
+import os
+from collections.abc import Iterable, Iterator
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import IO, Any, TypeVar
+
+T = TypeVar("T")
+
+
+@dataclass(slots=True)
+class Question:
+    id: str
+    question: str
+    golden_answers: list[str] = field(default_factory=list)
+    dataset: str = ""
+    metadata: dict[str, Any] = field(default_factory=dict)
+
+    def to_dict(self) -> dict[str, Any]:
+        return _plain(self)
+
+    @classmethod
+    def from_dict(cls, d: dict[str, Any]) -> Question:
+        return _build(cls, d)
+
+
+@dataclass(slots=True)
+class Passage:
+    id: str
+    title: str
+    text: str
+
+    @property
+    def contents(self) -> str:
+        """The FlashRAG / Search-R1 form: a quoted title line, then the text."""
+        return f'"{self.title}"\n{self.text}'
+
+    def to_dict(self) -> dict[str, Any]:
+        return _plain(self)
+
+    @classmethod
+    def from_dict(cls, d: dict[str, Any]) -> Passage:
+        return _build(cls, d)
+
+
+@dataclass(slots=True)
+class Hits:
+    """Ranked retrieval result for one query (best first)."""
+
+    query: str
+    passages: list[Passage] = field(default_factory=list)
+    scores: list[float] = field(default_factory=list)
+
+    @property
+    def ids(self) -> list[str]:
+        return [p.id for p in self.passages]
+
+    def to_dict(self) -> dict[str, Any]:
+        return _plain(self)
+
+    @classmethod
+    def from_dict(cls, d: dict[str, Any]) -> Hits:
+        return cls(
+            query=d["query"],
+            passages=[Passage.from_dict(p) for p in d.get("passages", [])],
+            scores=[float(s) for s in d.get("scores", [])],
+        )
+
+
+@dataclass(slots=True)
+class Completion:
+    """One LLM answer. Token ids and logprobs are filled when the backend can return them."""
+
+    text: str
+    finish_reason: str = "stop"
+    prompt_tokens: int = 0
+    completion_tokens: int = 0
+    prompt_token_ids: list[int] | None = None
+    token_ids: list[int] | None = None
+    logprobs: list[float] | None = None
+    model: str = ""
+    latency: float = 0.0
+
+    def to_dict(self) -> dict[str, Any]:
+        return _plain(self)
+
+    @classmethod
+    def from_dict(cls, d: dict[str, Any]) -> Completion:
+        return _build(cls, d)
+
+
+@dataclass(slots=True)
+class Step:
+    """One thing an agent did: an LLM call (with its parse) or a retrieval.
+
+    ``parsed`` holds what the role's parser extracted (any JSON value); ``valid`` says whether
+    the output honoured the role's format contract and ``reason`` says why not.
+    """
+
+    role: str
+    node_id: int = 0
+    round: int = 0
+    messages: list[dict[str, str]] = field(default_factory=list)
+    raw: str = ""
+    parsed: Any = None
+    valid: bool = True
+    reason: str = ""
+    prompt_tokens: int = 0
+    completion_tokens: int = 0
+    prompt_token_ids: list[int] | None = None
+    token_ids: list[int] | None = None
+    logprobs: list[float] | None = None
+    doc_ids: list[str] = field(default_factory=list)
+    latency: float = 0.0
+    started: float = 0.0
+    backend: str = ""
+    model: str = ""
+    turn: int = 0
+    reward: float | None = None
+
+    @property
+    def is_llm(self) -> bool:
+        return bool(self.messages)
+
+    def to_dict(self) -> dict[str, Any]:
+        return _plain(self)
+
+    @classmethod
+    def from_dict(cls, d: dict[str, Any]) -> Step:
+        return _build(cls, d)
+
+
+@dataclass(slots=True)
+class Node:
+    """A (sub-)question in the execution tree: JADE's <sub-question, answer, parent, kind>."""
+
+    id: int
+    question: str
+    answer: str | None = None
+    parent: int | None = None
+    kind: str = "root"  # root | serial | parallel
+    depth: int = 0
+    workflow: list[str] | None = None
+    children: list[int] = field(default_factory=list)
+    solved: bool = False
+
+    def to_dict(self) -> dict[str, Any]:
+        return _plain(self)
+
+    @classmethod
+    def from_dict(cls, d: dict[str, Any]) -> Node:
+        return _build(cls, d)
+
+
+@dataclass(slots=True)
+class Cost:
+    llm_calls: int = 0
+    prompt_tokens: int = 0
+    completion_tokens: int = 0
+    retrieval_calls: int = 0
+    rounds: int = 0
+    seconds: float = 0.0
+    money: float = 0.0
+
+    def to_dict(self) -> dict[str, Any]:
+        return _plain(self)
+
+    @classmethod
+    def from_dict(cls, d: dict[str, Any]) -> Cost:
+        return _build(cls, d)
+
+
+@dataclass(slots=True)
+class Trace:
+    """Everything that happened while one method answered one question."""
+
+    id: str
+    question: str
+    method: str
+    golden_answers: list[str] = field(default_factory=list)
+    dataset: str = ""
+    nodes: list[Node] = field(default_factory=list)
+    steps: list[Step] = field(default_factory=list)
+    answer: str | None = None
+    status: str = "ok"  # ok | budget | failed
+    error: str | None = None
+    notes: list[str] = field(default_factory=list)
+    metrics: dict[str, float] = field(default_factory=dict)
+    cost: Cost = field(default_factory=Cost)
+
+    def to_dict(self) -> dict[str, Any]:
+        return _plain(self)
+
+    @classmethod
+    def from_dict(cls, d: dict[str, Any]) -> Trace:
+        d = dict(d)
+        nodes = [Node.from_dict(n) for n in d.pop("nodes", [])]
+        steps = [Step.from_dict(s) for s in d.pop("steps", [])]
+        cost = Cost.from_dict(d.pop("cost", {}) or {})
+        trace = _build(cls, d)
+        trace.nodes, trace.steps, trace.cost = nodes, steps, cost
+        return trace
+
+
+RECORD_TYPES: dict[str, type] = {
+    c.__name__: c for c in (Question, Passage, Hits, Completion, Step, Node, Cost, Trace)
+}
+
+
+def _plain(obj: Any) -> dict[str, Any]:
+    # dataclasses.asdict deep-copies every value; a shallow walk is several times faster and
+    # the records only nest dataclasses, lists and dicts.
+    return {f.name: _to_json(getattr(obj, f.name)) for f in dataclasses.fields(obj)}
+
+
+def _to_json(v: Any) -> Any:
+    if dataclasses.is_dataclass(v) and not isinstance(v, type):
+        return _plain(v)
+    if isinstance(v, (list, tuple)):
+        return [_to_json(x) for x in v]
+    if isinstance(v, dict):
+        return {str(k): _to_json(x) for k, x in v.items()}
+    return v
+
+
+def _build(cls: type[T], d: dict[str, Any]) -> T:
+    names = {f.name for f in dataclasses.fields(cls)}  # type: ignore[arg-type]
+    unknown = set(d) - names
+    if unknown:
+        raise ValueError(f"{cls.__name__}: unknown field(s) {sorted(unknown)}")
+    return cls(**d)
+
+
+# ----------------------------------------------------------------------------- JSONL
+
+
+def open_text(path: str | os.PathLike[str], mode: str = "r") -> IO[str]:
+    """Open a text file, transparently gunzipping ``*.gz``."""
+    p = str(path)
+    if p.endswith(".gz"):
+        return gzip.open(p, mode + "t", encoding="utf-8")  # type: ignore[return-value]
+    return open(p, mode, encoding="utf-8")
+
+
+def iter_jsonl(path: str | os.PathLike[str]) -> Iterator[tuple[int, dict[str, Any]]]:
+    """Yield ``(line_number, object)``; a malformed line raises ValueError naming file and line."""
+    with open_text(path) as f:
+        for lineno, line in enumerate(f, 1):
+            if not line.strip():
+                continue
+            try:
+                obj = json.loads(line)
+            except json.JSONDecodeError as e:
+                raise ValueError(f"{path}:{lineno}: invalid JSON ({e.msg})") from None
+            if not isinstance(obj, dict):
+                raise ValueError(f"{path}:{lineno}: expected a JSON object, got {type(obj).__name__}")
+            yield lineno, obj
+
+
+def read_jsonl(path: str | os.PathLike[str], cls: type[T]) -> list[T]:
+    out = []
+    for lineno, obj in iter_jsonl(path):
+        try:
+            out.append(cls.from_dict(obj))  # type: ignore[attr-defined]
+        except (TypeError, ValueError, KeyError) as e:
+            raise ValueError(f"{path}:{lineno}: not a valid {cls.__name__}: {e}") from None
+    return out
+
+
+def dumps(record: Any) -> str:
+    d = record.to_dict() if hasattr(record, "to_dict") else record
+    return json.dumps(d, ensure_ascii=False)
+
+
+def write_jsonl(path: str | os.PathLike[str], records: Iterable[Any]) -> int:
+    n = 0
+    Path(path).parent.mkdir(parents=True, exist_ok=True)
+    with open_text(path, "w") as f:
+        for r in records:
+            f.write(dumps(r) + "\n")
+            n += 1
+    return n
+
+
+def append_jsonl(path: str | os.PathLike[str], record: Any) -> None:
+    """Append one record and flush it to disk, so a crash loses at most the line in flight."""
+    Path(path).parent.mkdir(parents=True, exist_ok=True)
+    with open(path, "a", encoding="utf-8") as f:
+        f.write(dumps(record) + "\n")
+        f.flush()
+        os.fsync(f.fileno())
