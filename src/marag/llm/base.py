@@ -2,12 +2,18 @@
 
 from __future__ import annotations
 
+from contextvars import ContextVar
 from dataclasses import dataclass, field
 from typing import Protocol, runtime_checkable
 
 from marag.types import Completion
 
 Messages = list[dict[str, str]]
+
+# The role whose call is in flight. The workflow engine sets it around every LLM call; it
+# follows asyncio tasks, so backends can key behaviour or statistics by role without the
+# protocol carrying it (the scripted test backend answers by role).
+current_role: ContextVar[str] = ContextVar("marag_current_role", default="")
 
 
 class LLMError(RuntimeError):
