@@ -1,0 +1,98 @@
+"""The planner (JADE / MAO-ARAG): picks the workflow that solves one (sub-)question.
+
+A plan is either a decomposition (``QDS`` or ``QDP`` alone) or a solving pipeline: an
+ordered subsequence of ``QR, R, DS, AG`` that ends with ``AG`` and filters (DS) only after
+retrieving (R). The workflow engine applies its configured fallback when a plan is invalid.
+"""
+
+from __future__ import annotations
+
+import re
+
+from marag.roles.base import Messages, Parsed, Role
+from marag.roles.render import chat
+from marag.roles.tags import find_first
+
+SOLVING_ORDER = ("QR", "R", "DS", "AG")
+DECOMPOSE = ("QDS", "QDP")
+CODES = ("QR", "QDS", "QDP", "R", "DS", "AG", "AS")
+
+_CODE = re.compile(r"[A-Za-z]+")
+_KNOWN_IN_PROSE = re.compile(r"\b(QDS|QDP|QR|DS|AG|AS|R)\b")
+
+_SYSTEM = """You choose how to answer a question. Tools:
+QR = rewrite the question as a short search query
+R = retrieve documents
+DS = keep only the useful retrieved documents
+AG = write the answer
+QDS = split into sub-questions that build on each other
+QDP = split into independent sub-questions
+A plan is QDS alone, QDP alone, or some of QR, R, DS, AG in that order, ending with AG.
+Reply with the plan inside <workflow></workflow>."""
+
+_SYSTEM_NO_SPLIT = """You choose how to answer a question. Tools:
+QR = rewrite the question as a short search query
+R = retrieve documents
+DS = keep only the useful retrieved documents
+AG = write the answer
+A plan is some of QR, R, DS, AG in that order, ending with AG.
+Reply with the plan inside <workflow></workflow>."""
+
+_EXAMPLE_IN = "Question: In which year did the Berlin Wall fall?\nPlan:"
+_EXAMPLE_OUT = "<workflow>R, DS, AG</workflow>"
+
+
+def build(question: str, allow_decompose: bool = True) -> Messages:
+    system = _SYSTEM if allow_decompose else _SYSTEM_NO_SPLIT
+    return chat(system, _EXAMPLE_IN, _EXAMPLE_OUT, f"Question: {question.strip()}\nPlan:")
+
+
+def parse(text: str, allow_decompose: bool = True, **_: object) -> Parsed:
+    if not isinstance(text, str):
+        return Parsed([], False, "completion is not text")
+    element = find_first(text, "workflow")
+    if element is None:
+        # Salvage only known codes from prose, so ordinary words are not read as codes.
+        codes = [m.group(1) for m in _KNOWN_IN_PROSE.finditer(text)]
+        return Parsed(codes, False, "no <workflow> tag")
+    codes = [c.upper() for c in _CODE.findall(element.body)]
+    reason = check(codes, allow_decompose)
+    return Parsed(codes, not reason, reason)
+
+
+def check(codes: list[str], allow_decompose: bool = True) -> str:
+    """Why ``codes`` is not a valid plan, or ``""`` when it is."""
+    if not codes:
+        return "empty workflow"
+    unknown = [c for c in codes if c not in CODES]
+    if unknown:
+        return "unknown code(s): " + ", ".join(dict.fromkeys(unknown))
+    if "AS" in codes:
+        return "AS is applied by the engine and cannot be planned"
+    if any(c in DECOMPOSE for c in codes):
+        if len(codes) > 1:
+            return "QDS/QDP must be the only code in a plan"
+        if not allow_decompose:
+            return f"{codes[0]}: decomposition is not allowed at this depth"
+        return ""
+    repeated = [c for c in dict.fromkeys(codes) if codes.count(c) > 1]
+    if repeated:
+        return "repeated code(s): " + ", ".join(repeated)
+    positions = [SOLVING_ORDER.index(c) for c in codes]
+    if positions != sorted(positions):
+        return "codes out of order (expected order QR, R, DS, AG)"
+    if codes[-1] != "AG":
+        return "workflow does not end with AG"
+    if "DS" in codes and "R" not in codes:
+        return "DS without R before it"
+    return ""
+
+
+ROLE = Role(
+    name="planner",
+    build=build,
+    parse=parse,
+    max_tokens=24,
+    stop=("</workflow>",),
+    description="choose a decomposition or a solving workflow for one (sub-)question",
+)

@@ -1,0 +1,74 @@
+"""How role inputs are written into prompts: documents, solved pairs, knowledge states.
+
+Every prompt is a short system instruction, one worked example given as an earlier
+user/assistant exchange (small models copy the shape of a previous reply far more reliably
+than they follow a described format), then the real input. The user turn ends by naming the
+opening tag, so the reply is expected to start with it.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable, Sequence
+
+from marag.roles.base import Messages
+from marag.types import Passage
+
+# Passages are cut to this many words so that five of them fit a small model's context.
+DEFAULT_DOC_WORDS = 100
+
+
+def clip_words(text: str, max_words: int) -> str:
+    words = text.split()
+    if max_words <= 0 or len(words) <= max_words:
+        return " ".join(words)
+    return " ".join(words[:max_words]) + " ..."
+
+
+def render_docs(docs: Sequence[Passage] | None, max_words: int = DEFAULT_DOC_WORDS) -> str:
+    """``Document{i}: ({title}) {text}``, one per line, numbered from 0 in the given order."""
+    if not docs:
+        return "(no documents)"
+    return "\n".join(
+        f"Document{i}: ({d.title}) {clip_words(d.text, max_words)}" for i, d in enumerate(docs)
+    )
+
+
+def render_pairs(pairs: Iterable[Sequence[str]]) -> str:
+    """Solved (sub-question, answer) pairs as numbered lines."""
+    lines = [f"{i}. {_one_line(q)} -> {_one_line(a)}" for i, (q, a) in enumerate(_pairs(pairs), 1)]
+    return "\n".join(lines) if lines else "(none)"
+
+
+def render_state(state: Iterable[Sequence[str]]) -> str:
+    """An M-ASK knowledge state: pairs keyed t1, t2, ... (the keys the update role names)."""
+    lines = [
+        f"t{i}: Q: {_one_line(q)} | A: {_one_line(a)}" for i, (q, a) in enumerate(_pairs(state), 1)
+    ]
+    return "\n".join(lines) if lines else "(empty)"
+
+
+def render_list(items: Iterable[str]) -> str:
+    lines = [f"- {_one_line(s)}" for s in items]
+    return "\n".join(lines) if lines else "(none)"
+
+
+def chat(system: str, example_in: str, example_out: str, user: str) -> Messages:
+    return [
+        {"role": "system", "content": system},
+        {"role": "user", "content": example_in},
+        {"role": "assistant", "content": example_out},
+        {"role": "user", "content": user},
+    ]
+
+
+def _pairs(pairs: Iterable[Sequence[str]]) -> list[tuple[str, str]]:
+    out = []
+    for p in pairs:
+        if len(p) != 2:
+            raise ValueError(f"expected a (question, answer) pair, got {p!r}")
+        out.append((str(p[0]), str(p[1])))
+    return out
+
+
+def _one_line(s: str) -> str:
+    return " ".join(str(s).split())

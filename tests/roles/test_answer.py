@@ -1,0 +1,76 @@
+import pytest
+
+from marag.roles import get_role
+from marag.types import Passage
+
+AG = get_role("AG")
+AS = get_role("AS")
+
+
+@pytest.mark.parametrize(
+    "text,answer",
+    [
+        ("<answer>Paris</answer>", "Paris"),
+        ("<answer> Paris", "Paris"),  # stop string removed by the backend
+        ("Sure! <ANSWER>Fred\n Astaire</ANSWER> because...", "Fred Astaire"),
+        ("<answer>1982</answer><answer>1983</answer>", "1982"),
+    ],
+)
+def test_ag_valid(text, answer):
+    for role in (AG, AS):
+        p = role.parse(text)
+        assert (p.value, p.valid) == (answer, True)
+
+
+@pytest.mark.parametrize(
+    "text,value,reason",
+    [
+        ("Paris\nis the capital", "Paris", "no <answer> tag"),
+        ("   \n  ", "", "empty completion"),
+        ("<answer></answer>", "", "empty <answer>"),
+        ("<answer>   ", "", "empty <answer>"),
+    ],
+)
+def test_ag_invalid(text, value, reason):
+    p = AG.parse(text)
+    assert (p.value, p.valid, p.reason) == (value, False, reason)
+
+
+def test_ag_build_with_documents_shows_indices_titles_and_question():
+    docs = [Passage("a", "Canada", "Canada became independent in 1982."),
+            Passage("b", "UK", "The United Kingdom " + "word " * 500)]
+    msgs = AG.build(question="When did Canada become independent?", docs=docs)
+    last = msgs[-1]["content"]
+    assert "Document0: (Canada) Canada became independent in 1982." in last
+    assert "Document1: (UK) The United Kingdom" in last
+    assert len(last.split()) < 200  # long passages are clipped
+    assert "When did Canada become independent?" in last
+    assert msgs[2] == {"role": "assistant", "content": "<answer>Mount Everest</answer>"}
+
+
+def test_ag_build_without_documents():
+    msgs = AG.build(question="Capital of Peru?")
+    assert "Document" not in "".join(m["content"] for m in msgs)
+    assert msgs[-1]["content"].startswith("Question: Capital of Peru?")
+    assert msgs[2]["content"] == "<answer>Paris</answer>"
+
+
+def test_as_build_lists_sibling_pairs():
+    msgs = AS.build(question="Heritage of the actor who first sang it?",
+                    pairs=[("Who first sang it?", "Fred Astaire"), ("Heritage of Fred Astaire?", "American")])
+    last = msgs[-1]["content"]
+    assert "Heritage of the actor who first sang it?" in last
+    assert "1. Who first sang it? -> Fred Astaire" in last
+    assert "2. Heritage of Fred Astaire? -> American" in last
+    assert msgs[2]["content"] == "<answer>United States</answer>"
+
+
+def test_as_build_rejects_malformed_pairs():
+    with pytest.raises(ValueError, match="pair"):
+        AS.build(question="q", pairs=[("only one",)])
+
+
+def test_decoding_limits():
+    for role in (AG, AS):
+        assert role.stop == ("</answer>",)
+        assert role.max_tokens <= 64
