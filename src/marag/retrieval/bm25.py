@@ -1,0 +1,186 @@
+"""BM25 indexes stored in bm25s's own format, built by streaming the corpus.
+
+bm25s's ``BM25.index`` wants every document's token list in memory at once and counts
+frequencies with per-document Python loops. Here the corpus is read once in batches: each
+batch is written to the document store and tokenised with bm25s's ``Tokenizer`` (PyStemmer
+English stemmer, English stopwords), and only compact ``(doc, token, tf)`` arrays are kept.
+The score matrix is then computed with the same formulas and the same float32/float64
+arithmetic as bm25s, so the saved index is the one ``bm25s.BM25.index`` would produce (a test
+compares them), and it is loaded back with ``bm25s.BM25.load(mmap=True)``.
+"""
+
+from __future__ import annotations
+
+import logging
+import os
+import time
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+
+from marag.corpus import DocStore, build_store
+from marag.retrieval.base import Retriever
+from marag.retrieval.index import (
+    STORE_DIR,
+    BadIndexError,
+    corpus_record,
+    read_manifest,
+    write_manifest,
+)
+from marag.types import Hits
+
+log = logging.getLogger(__name__)
+
+BM25_DIR = "bm25s"
+DEFAULT_PARAMS = {"k1": 1.5, "b": 0.75, "method": "lucene"}
+
+
+def make_stemmer() -> Any:
+    import Stemmer
+
+    return Stemmer.Stemmer("english")
+
+
+def tokenize_queries(queries: list[str], stemmer: Any) -> list[list[str]]:
+    """Queries as stemmed token strings, exactly as ``bm25s.tokenize`` produces them."""
+    import bm25s
+
+    return bm25s.tokenize(
+        queries, stopwords="en", stemmer=stemmer, return_ids=False, show_progress=False
+    )
+
+
+class _Counts:
+    """Accumulates per-batch (doc, token, tf) triples and document lengths."""
+
+    def __init__(self) -> None:
+        self.docs: list[np.ndarray] = []
+        self.toks: list[np.ndarray] = []
+        self.tfs: list[np.ndarray] = []
+        self.lengths: list[np.ndarray] = []
+
+    def add(self, start: int, ids: list[list[int]]) -> None:
+        lengths = np.fromiter((len(x) for x in ids), dtype=np.int64, count=len(ids))
+        flat = np.fromiter((t for x in ids for t in x), dtype=np.int64, count=int(lengths.sum()))
+        local = np.repeat(np.arange(len(ids), dtype=np.int64), lengths)
+        keys, tf = np.unique((local << 32) | flat, return_counts=True)
+        self.docs.append(((keys >> 32) + start).astype(np.int32))
+        self.toks.append((keys & 0xFFFFFFFF).astype(np.int32))
+        self.tfs.append(tf.astype(np.int32))
+        self.lengths.append(lengths)
+
+
+def _score_matrix(counts: _Counts, n_vocab: int, k1: float, b: float, method: str) -> dict[str, Any]:
+    from bm25s.scoring import _select_idf_scorer
+
+    if method not in ("lucene", "robertson", "atire"):
+        raise ValueError(f"BM25 method {method!r} is not supported (lucene, robertson, atire)")
+    doc = np.concatenate(counts.docs) if counts.docs else np.empty(0, np.int32)
+    tok = np.concatenate(counts.toks) if counts.toks else np.empty(0, np.int32)
+    tf = np.concatenate(counts.tfs) if counts.tfs else np.empty(0, np.int32)
+    lengths = np.concatenate(counts.lengths) if counts.lengths else np.empty(0, np.int64)
+    counts.docs = counts.toks = counts.tfs = counts.lengths = []
+    n_docs = len(lengths)
+    avg_len = lengths.mean()  # float64, as bm25s computes it
+    df = np.bincount(tok, minlength=n_vocab)
+    idf_fn = _select_idf_scorer(method)
+    # math.log per term keeps the idf bit-identical to bm25s (np.log may differ in the last ulp)
+    idf = np.array([idf_fn(int(d), N=n_docs) if d else 0.0 for d in df], dtype=np.float32)
+    tf64 = tf.astype(np.float32).astype(np.float64)
+    l_d = lengths[doc].astype(np.float64)
+    if method == "atire":
+        tfc = (tf64 * (k1 + 1)) / (tf64 + k1 * (1 - b + b * l_d / avg_len))
+    else:
+        tfc = tf64 / (k1 * ((1 - b) + b * l_d / avg_len) + tf64)
+    del tf64, l_d, tf
+    data = (idf[tok].astype(np.float64) * tfc).astype(np.float32)
+    del tfc
+    order = np.argsort((tok.astype(np.int64) << 32) | doc.astype(np.int64))
+    indptr = np.zeros(n_vocab + 1, dtype=np.int64)
+    np.cumsum(df, out=indptr[1:])
+    return {"data": data[order], "indices": doc[order], "indptr": indptr, "num_docs": n_docs}
+
+
+def build_bm25(
+    corpus_path: str | os.PathLike[str],
+    out_dir: str | os.PathLike[str],
+    batch_size: int = 4096,
+    show_progress: bool = True,
+    k1: float = 1.5,
+    b: float = 0.75,
+    method: str = "lucene",
+) -> Path:
+    import bm25s
+    from bm25s.tokenization import Tokenizer
+
+    out = Path(out_dir)
+    out.mkdir(parents=True, exist_ok=True)
+    t0 = time.perf_counter()
+    corpus = corpus_record(corpus_path)
+    tokenizer = Tokenizer(stopwords="en", stemmer=make_stemmer())
+    counts = _Counts()
+
+    def on_batch(start: int, passages: list[Any]) -> None:
+        texts = [f"{p.title}\n{p.text}" for p in passages]
+        counts.add(start, list(tokenizer.streaming_tokenize(texts, update_vocab=True)))
+
+    store = build_store(corpus_path, out / STORE_DIR, batch_size, on_batch, show_progress)
+    vocab = tokenizer.get_vocab_dict()
+    if "" not in vocab:  # bm25s keeps an empty token so queries with no known words still score
+        vocab[""] = max(vocab.values(), default=-1) + 1
+    scores = _score_matrix(counts, len(vocab), k1, b, method)
+    model = bm25s.BM25(k1=k1, b=b, method=method)
+    model.scores, model.vocab_dict = scores, vocab
+    model.nonoccurrence_array = None  # only bm25l/bm25+ use it; those are not offered
+    model.save(str(out / BM25_DIR), show_progress=False)
+    write_manifest(
+        out,
+        kind="bm25",
+        corpus=corpus,
+        count=len(store),
+        build_seconds=time.perf_counter() - t0,
+        params={"k1": k1, "b": b, "method": method, "tokenizer": "bm25s+PyStemmer-english+stopwords-en"},
+    )
+    store.close()
+    return out
+
+
+class BM25Index(Retriever):
+    """A built BM25 index; the score matrix is memory-mapped and text comes from the store."""
+
+    name = "bm25"
+
+    def __init__(self, index_dir: str | os.PathLike[str], manifest: dict[str, Any] | None = None) -> None:
+        import bm25s
+
+        self.dir = Path(index_dir)
+        self.manifest = manifest or read_manifest(self.dir)
+        if self.manifest["kind"] != "bm25":
+            raise BadIndexError(f"{self.dir}: not a BM25 index (kind {self.manifest['kind']!r})")
+        self.model = bm25s.BM25.load(str(self.dir / BM25_DIR), mmap=True, show_progress=False)
+        self.store = DocStore(self.dir / STORE_DIR)
+        self.stemmer = make_stemmer()
+
+    def __len__(self) -> int:
+        return len(self.store)
+
+    def search_rows(self, queries: list[str], k: int) -> tuple[np.ndarray, np.ndarray]:
+        """Row indices and scores, shape ``(len(queries), min(k, n))``, best first."""
+        k = min(k, len(self.store))
+        if not queries or k == 0:
+            return np.empty((len(queries), 0), np.int64), np.empty((len(queries), 0), np.float32)
+        tokens = tokenize_queries(queries, self.stemmer)
+        rows, scores = self.model.retrieve(tokens, k=k, show_progress=False, n_threads=0)
+        return rows, scores
+
+    def search_batch(self, queries: list[str], k: int) -> list[Hits]:
+        rows, scores = self.search_rows(queries, k)
+        return [
+            Hits(q, self.store.get_many(r), [float(s) for s in sc])
+            for q, r, sc in zip(queries, rows.tolist(), scores, strict=True)
+        ]
+
+    def close(self) -> None:
+        self.store.close()
+
