@@ -1,0 +1,275 @@
+"""The workflow engine: a per-question recorder that runs roles and retrievals and writes Steps.
+
+A method is a plain async function of a :class:`Run`. The run builds each role's messages,
+sets ``current_role`` around the backend call (so backends can key behaviour by role), parses
+the completion with the role's parser and appends one :class:`~marag.types.Step` per LLM call
+or per retrieval query, in the order they finished. :func:`execute` turns any per-question
+failure (dead backend, broken retriever, bad config) into a Trace with ``status="failed"`` that
+keeps every step recorded before the failure.
+
+The hot path allocates one Step per call and nothing else of note: messages built by the role
+are stored as they are (never copied), and backend routing plus sampling parameters are
+resolved once per role name and cached on the Context.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import copy
+import logging
+import time
+from collections.abc import Awaitable, Callable, Sequence
+from dataclasses import dataclass, field
+from typing import Any
+
+from marag.config import Config, ConfigError
+from marag.llm.base import LLM, LLMError, SamplingParams, current_role
+from marag.retrieval.base import RetrievalError, Retriever
+from marag.roles.base import Parsed, Role
+from marag.types import Hits, Node, Question, Step, Trace
+
+log = logging.getLogger(__name__)
+
+Body = Callable[["Run"], Awaitable[None]]
+Method = Callable[[Question, "Context"], Awaitable[Trace]]
+
+
+@dataclass(slots=True)
+class Route:
+    """Where one role's calls go and how they are decoded (resolved once per role)."""
+
+    role: Role
+    backend: str
+    llm: LLM
+    params: SamplingParams
+
+
+@dataclass
+class Context:
+    """What every question of a run shares: backends by config name, the config, a retriever.
+
+    ``logprobs=True`` asks backends for token ids and logprobs on every call (training).
+    Routes are cached per role on first use, so change ``config`` before the first question.
+    """
+
+    llms: dict[str, LLM]
+    config: Config
+    retriever: Retriever | None = None
+    logprobs: bool = False
+    _routes: dict[str, Route] = field(default_factory=dict, repr=False)
+
+    def route(self, role_name: str) -> Route:
+        r = self._routes.get(role_name)
+        if r is None:
+            r = self._routes[role_name] = self._resolve(role_name)
+        return r
+
+    def _resolve(self, role_name: str) -> Route:
+        from marag.roles import get_role
+
+        role = get_role(role_name)
+        backend = self.config.backend_for(role_name)
+        llm = self.llms.get(backend)
+        if llm is None:
+            raise ConfigError(
+                f"role '{role_name}' runs on LLM '{backend}', but no backend of that name was "
+                f"built (have: {sorted(self.llms)})"
+            )
+        s = self.config.sampling
+        # The role knows how long its output may be; config stop strings add to the role's.
+        stop = tuple(dict.fromkeys([*s.stop, *role.stop]))
+        params = SamplingParams(
+            temperature=s.temperature, top_p=s.top_p, max_tokens=role.max_tokens, stop=stop,
+            seed=s.seed, logprobs=self.logprobs,
+        )
+        return Route(role=role, backend=backend, llm=llm, params=params)
+
+    async def aclose(self) -> None:
+        """Close every backend and the retriever (errors are logged, not raised)."""
+        for llm in {id(v): v for v in self.llms.values()}.values():
+            try:
+                await llm.aclose()
+            except Exception as e:  # closing must not hide the run's own result
+                log.warning("closing LLM backend %s failed: %s", getattr(llm, "name", "?"), e)
+        if self.retriever is not None:
+            try:
+                await self.retriever.aclose()
+                self.retriever.close()
+            except Exception as e:
+                log.warning("closing retriever failed: %s", e)
+
+
+class Run:
+    """Records one question's execution. ``branch()`` gives a recorder for a concurrent part
+    (QDP children) that shares the trace and cost but collects its own steps; ``merge`` puts
+    the branches' steps back in branch order, so a trace's steps are deterministic: each
+    parallel child's steps are contiguous, in child order."""
+
+    __slots__ = ("ctx", "trace", "steps", "round", "t0")
+
+    def __init__(self, ctx: Context, question: Question, method: str) -> None:
+        self.ctx = ctx
+        self.trace = Trace(
+            id=question.id, question=question.question, method=method,
+            golden_answers=list(question.golden_answers), dataset=question.dataset,
+        )
+        self.steps = self.trace.steps
+        self.round = 0
+        self.t0 = time.perf_counter()
+
+    # ------------------------------------------------------------------ structure
+
+    @property
+    def config(self) -> Config:
+        return self.ctx.config
+
+    def add_node(self, question: str, *, parent: Node | None = None, kind: str = "root") -> Node:
+        nodes = self.trace.nodes
+        node = Node(
+            id=len(nodes), question=question, parent=None if parent is None else parent.id,
+            kind=kind, depth=0 if parent is None else parent.depth + 1,
+        )
+        nodes.append(node)
+        if parent is not None:
+            parent.children.append(node.id)
+        return node
+
+    def note(self, text: str) -> None:
+        self.trace.notes.append(text)
+        log.debug("%s: %s", self.trace.id, text)
+
+    def branch(self) -> Run:
+        b = copy.copy(self)
+        b.steps = []
+        return b
+
+    def merge(self, branches: Sequence[Run]) -> None:
+        for b in branches:
+            self.steps.extend(b.steps)
+
+    # ------------------------------------------------------------------ actions
+
+    async def call(
+        self, role_name: str, node_id: int = 0, *, round: int | None = None, turn: int = 0,
+        parse_ctx: dict[str, Any] | None = None, sampling: dict[str, Any] | None = None,
+        **inputs: Any,
+    ) -> tuple[Parsed, Step]:
+        """Run one role: build messages from ``inputs``, call its backend, parse, record."""
+        route = self.ctx.route(role_name)
+        messages = route.role.build(**inputs)
+        params = route.params.replace(**sampling) if sampling else route.params
+        started = time.perf_counter()
+        token = current_role.set(role_name)
+        try:
+            out = await route.llm.generate([messages], params)
+        finally:
+            current_role.reset(token)
+        latency = time.perf_counter() - started
+        if len(out) != 1:
+            raise LLMError(f"backend '{route.backend}' returned {len(out)} completions for 1 prompt")
+        c = out[0]
+        parsed = route.role.parse(c.text, **parse_ctx) if parse_ctx else route.role.parse(c.text)
+        model = c.model or route.llm.model
+        step = Step(
+            role=role_name, node_id=node_id, round=self.round if round is None else round,
+            messages=messages, raw=c.text, parsed=parsed.value, valid=parsed.valid,
+            reason=parsed.reason, prompt_tokens=c.prompt_tokens,
+            completion_tokens=c.completion_tokens, prompt_token_ids=c.prompt_token_ids,
+            token_ids=c.token_ids, logprobs=c.logprobs, latency=latency,
+            started=started - self.t0, backend=route.backend, model=model, turn=turn,
+        )
+        self.steps.append(step)
+        cost = self.trace.cost
+        cost.llm_calls += 1
+        cost.prompt_tokens += c.prompt_tokens
+        cost.completion_tokens += c.completion_tokens
+        price = self.ctx.config.prices.get(model)
+        if price is not None:
+            cost.money += (c.prompt_tokens * price.prompt_per_million
+                           + c.completion_tokens * price.completion_per_million) / 1e6
+        if not parsed.valid:
+            log.debug("%s: %s output invalid: %s", self.trace.id, role_name, parsed.reason)
+        return parsed, step
+
+    async def retrieve(
+        self, queries: list[str], k: int, node_id: int = 0, *, round: int | None = None,
+        turn: int = 0,
+    ) -> list[Hits]:
+        """Search all ``queries`` in one batch; records one retrieval Step (role ``R``) per query
+        with the query as ``raw``, the doc ids, and ``parsed = {"titles", "scores"}``."""
+        retriever = self.ctx.retriever
+        if retriever is None:
+            raise RetrievalError("this method retrieves, but no retriever is configured")
+        started = time.perf_counter()
+        hits = await retriever.search(queries, k)
+        latency = time.perf_counter() - started
+        if len(hits) != len(queries):
+            raise RetrievalError(f"retriever returned {len(hits)} results for {len(queries)} queries")
+        rnd = self.round if round is None else round
+        for q, h in zip(queries, hits):
+            self.steps.append(Step(
+                role="R", node_id=node_id, round=rnd, raw=q, doc_ids=h.ids,
+                parsed={"titles": [p.title for p in h.passages], "scores": list(h.scores)},
+                latency=latency, started=started - self.t0, backend=retriever.name, turn=turn,
+            ))
+        self.trace.cost.retrieval_calls += len(queries)
+        return hits
+
+
+async def gather_branches(run: Run, jobs: Sequence[Callable[[Run], Awaitable[Any]]]) -> list[Any]:
+    """Run ``jobs`` concurrently, each on its own branch of ``run``; merge their steps in job
+    order, then re-raise the first failure (after every job has finished, so no step is lost)."""
+    branches = [run.branch() for _ in jobs]
+    results = await asyncio.gather(*(job(b) for job, b in zip(jobs, branches)),
+                                   return_exceptions=True)
+    run.merge(branches)
+    for r in results:
+        if isinstance(r, BaseException):
+            raise r
+    return list(results)
+
+
+# ---------------------------------------------------------------------- per-question driver
+
+
+async def execute(name: str, body: Body, question: Question, ctx: Context) -> Trace:
+    """Run ``body`` for one question. Never raises for a per-question failure: the Trace comes
+    back with ``status="failed"``, the error, and the steps recorded until then."""
+    run = Run(ctx, question, name)
+    trace = run.trace
+    try:
+        await body(run)
+    except (LLMError, RetrievalError, ConfigError) as e:
+        trace.status, trace.error = "failed", f"{type(e).__name__}: {e}"
+        log.warning("question %s failed: %s", trace.id, trace.error)
+    except Exception as e:  # an unexpected bug must still not take down a batch of questions
+        trace.status, trace.error = "failed", f"{type(e).__name__}: {e}"
+        log.exception("question %s failed with an unexpected error", trace.id)
+    trace.cost.rounds = run.round
+    trace.cost.seconds = time.perf_counter() - run.t0
+    if trace.answer is None and trace.nodes and trace.nodes[0].answer is not None:
+        trace.answer = trace.nodes[0].answer
+    if trace.golden_answers and trace.answer is not None:
+        trace.metrics = score_answer(trace.answer, trace.golden_answers)
+    return trace
+
+
+def score_answer(prediction: str, golden: list[str]) -> dict[str, float]:
+    """em / f1 / acc from ``marag.metrics`` once that module exists; empty until then."""
+    try:
+        from marag.metrics import score
+    except ImportError:
+        return {}
+    result = score(prediction, golden)
+    return {k: float(v) for k, v in dict(result).items()}
+
+
+def method(name: str, body: Body) -> Method:
+    """Wrap a body into the public ``async run(question, ctx) -> Trace`` form."""
+
+    async def run(question: Question, ctx: Context) -> Trace:
+        return await execute(name, body, question, ctx)
+
+    run.__name__ = run.__qualname__ = f"run_{name.replace('-', '_')}"
+    run.__doc__ = body.__doc__
+    return run

@@ -1,0 +1,203 @@
+"""``jade`` and ``mao-arag`` inference (JADE Algorithm 1): a planner builds a workflow per node.
+
+The execution tree starts with the root question. Each round takes the first *ready* node:
+a fresh node whose earlier serial siblings are solved, or a node whose children are all
+solved. A fresh node gets a planner call; its workflow either solves it (an ordered subset of
+``QR, R, DS, AG``) or decomposes it (``QDS``/``QDP``: children are appended and the round ends).
+A node whose children are all solved is answered by ``AS`` in a round of its own (as in
+MAO-ARAG's case study, where the summary is a turn of its own). Fresh parallel siblings are
+planned and solved concurrently in a single round, each with its own planner call. A serial
+child after the first is first made self-contained by ``QR`` from its solved siblings'
+(sub-question, answer) pairs; the rewrite becomes the node's question.
+
+Rules where the papers are silent:
+
+* an invalid plan is recorded invalid and replaced by ``method.fallback`` (default ``R, AG``);
+  so is a decomposition that yields no sub-questions, and a plan to decompose below
+  ``method.max_depth`` (the planner is told decomposition is off there; if it decomposes
+  anyway its parser marks the plan invalid);
+* a QR output that is invalid or empty leaves the query unchanged; a DS output that is
+  invalid keeps every retrieved document;
+* ``cost.rounds`` counts loop iterations (planning rounds and AS rounds). When
+  ``method.max_rounds`` is used up before the root is answered, the run ends with
+  ``status="budget"`` and a best-effort answer: ``AS`` over every solved sub-question when
+  there is one, else ``AG`` on the root question without documents. That final call is
+  recorded in the last round and does not count as a round.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Awaitable, Callable
+
+from marag.config import ConfigError
+from marag.types import Node
+from marag.workflows.engine import Run, gather_branches
+
+SOLVING = ("QR", "R", "DS", "AG")
+DECOMPOSE = {"QDS": "serial", "QDP": "parallel"}
+
+
+def is_solving(workflow: list[str]) -> bool:
+    """An ordered subsequence of QR, R, DS, AG that ends with AG, with DS only after R."""
+    if not workflow or workflow[-1] != "AG":
+        return False
+    pos = [SOLVING.index(c) if c in SOLVING else -1 for c in workflow]
+    if -1 in pos or any(a >= b for a, b in zip(pos, pos[1:])):
+        return False
+    return "DS" not in workflow or "R" in workflow
+
+
+async def solve(run: Run) -> None:
+    """Plan-decompose-solve over the execution tree until the root is answered or a budget ends it."""
+    cfg = run.config.method
+    if not is_solving(list(cfg.fallback)):
+        raise ConfigError(f"method.fallback {cfg.fallback} is not a solving workflow "
+                          "(an ordered subset of QR, R, DS, AG ending with AG)")
+    nodes = run.trace.nodes
+    root = run.add_node(run.trace.question)
+    while not root.solved:
+        batch = next_ready(nodes)
+        if not batch:  # cannot happen while the root is unsolved; guard against a silent loop
+            raise RuntimeError("planner workflow: no node is ready but the root is unsolved")
+        if run.round >= cfg.max_rounds:
+            await _budget_answer(run, root, f"max_rounds ({cfg.max_rounds}) reached")
+            break
+        run.round += 1
+        if batch[0].children:
+            await _summarise(run, batch[0])
+        elif len(batch) == 1:
+            subs = await _plan_and_run(run, batch[0])
+            _expand(run, batch[0], subs)
+        else:
+            jobs = [_job(n) for n in batch]
+            results = await gather_branches(run, jobs)
+            for n, subs in zip(batch, results):  # expand in sibling order: ids stay deterministic
+                _expand(run, n, subs)
+    run.trace.answer = root.answer
+
+
+def next_ready(nodes: list[Node]) -> list[Node]:
+    """The first ready node in tree order, or all fresh parallel siblings if it is parallel."""
+    for n in nodes:
+        if n.solved:
+            continue
+        if n.children:
+            if all(nodes[c].solved for c in n.children):
+                return [n]
+            continue
+        if n.kind == "serial" and n.parent is not None:
+            sibs = nodes[n.parent].children
+            if any(not nodes[s].solved for s in sibs[: sibs.index(n.id)]):
+                continue
+        if n.kind == "parallel" and n.parent is not None:
+            return [nodes[s] for s in nodes[n.parent].children
+                    if not nodes[s].solved and not nodes[s].children]
+        return [n]
+    return []
+
+
+def _job(node: Node) -> Callable[[Run], Awaitable[tuple[str, list[str]] | None]]:
+    async def job(branch: Run) -> tuple[str, list[str]] | None:
+        return await _plan_and_run(branch, node)
+
+    return job
+
+
+def _expand(run: Run, node: Node, subs: tuple[str, list[str]] | None) -> None:
+    if subs is None:
+        return
+    kind, questions = subs
+    for q in questions:
+        run.add_node(q, parent=node, kind=kind)
+
+
+async def _plan_and_run(run: Run, node: Node) -> tuple[str, list[str]] | None:
+    """Plan ``node`` and run the plan. Returns (kind, sub-questions) for a decomposition (the
+    caller appends the children), None when the node was solved."""
+    cfg = run.config.method
+    if node.kind == "serial" and node.parent is not None:
+        await _self_contain(run, node)
+    allow = node.depth < cfg.max_depth
+    plan, _ = await run.call("planner", node.id, question=node.question, allow_decompose=allow,
+                             parse_ctx={"allow_decompose": allow})
+    workflow = list(plan.value) if plan.valid else list(cfg.fallback)
+    if not plan.valid:
+        run.note(f"node {node.id}: invalid plan ({plan.reason}); fallback {','.join(workflow)}")
+    if len(workflow) == 1 and workflow[0] in DECOMPOSE:
+        code = workflow[0]
+        dec, _ = await run.call(code, node.id, question=node.question,
+                                max_items=cfg.max_subquestions,
+                                parse_ctx={"max_items": cfg.max_subquestions})
+        subs = [s.strip() for s in (dec.value or []) if isinstance(s, str) and s.strip()]
+        subs = subs[: cfg.max_subquestions]
+        if subs:
+            node.workflow = workflow
+            return DECOMPOSE[code], subs
+        workflow = list(cfg.fallback)
+        run.note(f"node {node.id}: {code} gave no sub-questions; fallback {','.join(workflow)}")
+    if not is_solving(workflow):  # a parser that called an odd plan valid must not derail us
+        run.note(f"node {node.id}: plan {workflow} is not runnable; fallback")
+        workflow = list(cfg.fallback)
+    node.workflow = workflow
+    await run_solving(run, node, workflow)
+    return None
+
+
+async def _self_contain(run: Run, node: Node) -> None:
+    """Rewrite a serial sub-question with its solved earlier siblings' answers."""
+    nodes = run.trace.nodes
+    sibs = nodes[node.parent].children  # type: ignore[index]
+    done = [(nodes[s].question, nodes[s].answer or "") for s in sibs[: sibs.index(node.id)]]
+    if not done:
+        return
+    p, _ = await run.call("QR", node.id, question=node.question, context=done)
+    if p.valid and isinstance(p.value, str) and p.value.strip():
+        node.question = p.value.strip()
+
+
+async def run_solving(run: Run, node: Node, workflow: list[str]) -> None:
+    """Execute a solving workflow on ``node`` and write its answer."""
+    k = run.config.method.top_k
+    query = node.question
+    docs = None
+    for code in workflow:
+        if code == "QR":
+            p, _ = await run.call("QR", node.id, question=query)
+            if p.valid and isinstance(p.value, str) and p.value.strip():
+                query = p.value.strip()
+        elif code == "R":
+            docs = (await run.retrieve([query], k, node.id))[0].passages
+        elif code == "DS":
+            if not docs:
+                run.note(f"node {node.id}: DS skipped, nothing retrieved")
+                continue
+            p, _ = await run.call("DS", node.id, question=node.question, docs=docs,
+                                  parse_ctx={"n_docs": len(docs)})
+            if p.valid and p.value:
+                docs = [docs[i] for i in p.value]
+        elif code == "AG":
+            p, _ = await run.call("AG", node.id, question=node.question, docs=docs)
+            node.answer = p.value if isinstance(p.value, str) else str(p.value or "")
+            node.solved = True
+
+
+async def _summarise(run: Run, node: Node) -> None:
+    nodes = run.trace.nodes
+    pairs = [(nodes[c].question, nodes[c].answer or "") for c in node.children]
+    p, _ = await run.call("AS", node.id, question=node.question, pairs=pairs)
+    node.answer = p.value if isinstance(p.value, str) else str(p.value or "")
+    node.solved = True
+
+
+async def _budget_answer(run: Run, root: Node, why: str) -> None:
+    run.trace.status = "budget"
+    solved = [n for n in run.trace.nodes[1:] if n.solved]
+    if solved:
+        pairs = [(n.question, n.answer or "") for n in solved]
+        p, _ = await run.call("AS", root.id, question=root.question, pairs=pairs)
+        run.note(f"budget: {why}; root answered by AS from {len(solved)} solved sub-question(s)")
+    else:
+        p, _ = await run.call("AG", root.id, question=root.question, docs=None)
+        run.note(f"budget: {why}; root answered by AG without documents")
+    root.answer = p.value if isinstance(p.value, str) else str(p.value or "")
+    root.solved = True

@@ -1,0 +1,99 @@
+"""Fixed pipelines: ``llm-only``, ``vanilla`` and ``mmoa-rag``.
+
+Each runs in a single round on the root node; ``node.workflow`` names the codes it ran.
+"""
+
+from __future__ import annotations
+
+from marag.types import Passage
+from marag.workflows.engine import Run
+
+MMOA_MAX_SUBQUESTIONS = 4
+
+
+async def llm_only(run: Run) -> None:
+    """AG answers from the model's own knowledge, no documents."""
+    root = run.add_node(run.trace.question)
+    root.workflow = ["AG"]
+    run.round = 1
+    p, _ = await run.call("AG", root.id, question=root.question, docs=None)
+    _answer(run, root, p.value)
+
+
+async def vanilla(run: Run) -> None:
+    """Top-k retrieval on the raw question, then AG with those documents."""
+    root = run.add_node(run.trace.question)
+    root.workflow = ["R", "AG"]
+    run.round = 1
+    hits = await run.retrieve([root.question], run.config.method.top_k, root.id)
+    p, _ = await run.call("AG", root.id, question=root.question, docs=hits[0].passages)
+    _answer(run, root, p.value)
+
+
+def split_candidates(total: int, n: int) -> list[int]:
+    """How many of ``total`` candidates each of ``n`` sub-questions contributes: as even as
+    possible, earlier sub-questions first (10 over 3 -> [4, 3, 3], over 4 -> [3, 3, 2, 2])."""
+    if n <= 0:
+        return []
+    base, extra = divmod(total, n)
+    return [base + (1 if i < extra else 0) for i in range(n)]
+
+
+def pool_candidates(ranked: list[list[Passage]], quotas: list[int]) -> list[Passage]:
+    """Take each list's quota of passages not already taken, in order. A duplicate does not use
+    up a quota: the next-ranked passage of that list takes its place."""
+    seen: set[str] = set()
+    out: list[Passage] = []
+    for passages, quota in zip(ranked, quotas):
+        taken = 0
+        for p in passages:
+            if taken >= quota:
+                break
+            if p.id in seen:
+                continue
+            seen.add(p.id)
+            out.append(p)
+            taken += 1
+    return out
+
+
+async def mmoa(run: Run) -> None:
+    """MMOA-RAG: QR writes sub-questions, each is retrieved, a fixed pool of
+    ``method.candidates`` documents is split across them, DS selects, AG answers."""
+    cfg = run.config.method
+    root = run.add_node(run.trace.question)
+    root.workflow = ["QR", "R", "DS", "AG"]
+    run.round = 1
+    qr, _ = await run.call("mmoa.QR", root.id, question=root.question,
+                           parse_ctx={"max_items": MMOA_MAX_SUBQUESTIONS})
+    subs = [s.strip() for s in (qr.value or []) if isinstance(s, str) and s.strip()]
+    if not subs:
+        subs = [root.question]
+        run.note("mmoa.QR gave no sub-questions; retrieving with the question itself")
+    if len(subs) > MMOA_MAX_SUBQUESTIONS:
+        run.note(f"mmoa.QR gave {len(subs)} sub-questions; using the first "
+                 f"{MMOA_MAX_SUBQUESTIONS}")
+        subs = subs[:MMOA_MAX_SUBQUESTIONS]
+    # Each query fetches the full pool size so that duplicates can be replaced from its list.
+    hits = await run.retrieve(subs, cfg.candidates, root.id)
+    docs = pool_candidates([h.passages for h in hits], split_candidates(cfg.candidates, len(subs)))
+    if docs:
+        sampling = None
+        if cfg.constrained_selector:
+            # Local backends restrict decoding to these strings' tokens: the ids and the tag.
+            ids = tuple(str(i) for i in range(len(docs)))
+            sampling = {"allowed_text": ("<id>", "</id>", ",", " ", *ids)}
+        ds, _ = await run.call("DS", root.id, question=root.question, docs=docs,
+                               parse_ctx={"n_docs": len(docs)}, sampling=sampling)
+        if ds.valid and ds.value:
+            docs = [docs[i] for i in ds.value]
+    else:
+        run.note("retrieval returned no candidates; DS skipped")
+    p, _ = await run.call("AG", root.id, question=root.question, docs=docs)
+    _answer(run, root, p.value)
+
+
+def _answer(run: Run, root, value: object) -> None:  # type: ignore[no-untyped-def]
+    root.answer = value if isinstance(value, str) else str(value or "")
+    root.solved = True
+    run.trace.answer = root.answer
