@@ -1,0 +1,48 @@
+"""What a run directory records about how it was made, and what makes two runs the same."""
+
+from __future__ import annotations
+
+import platform
+import sys
+from importlib import metadata
+from typing import Any
+
+from marag.config import Config
+
+# Settings that say where or how fast to run, not what to compute: changing them between a
+# crash and its resume (a server moved port, more workers) must not invalidate the run.
+OPERATIONAL_LLM_KEYS = ("base_url", "api_key_env", "max_concurrency", "timeout", "retries",
+                        "max_batch_size", "batch_wait_ms", "device", "cache_dir", "n_threads")
+OPERATIONAL_RETRIEVAL_KEYS = ("url", "timeout")
+
+
+def config_identity(config: Config) -> dict[str, Any]:
+    """The result-affecting part of a config (limit/seed live in the identity separately)."""
+    data = config.model_dump(mode="json")
+    data.pop("eval", None)
+    for llm in data.get("llms", {}).values():
+        for key in OPERATIONAL_LLM_KEYS:
+            llm.pop(key, None)
+    for key in OPERATIONAL_RETRIEVAL_KEYS:
+        data.get("retrieval", {}).pop(key, None)
+    return data
+
+
+def versions() -> dict[str, str]:
+    out = {"python": platform.python_version()}
+    for dist in ("marag", "torch", "transformers", "sentence-transformers", "bm25s"):
+        try:
+            out[dist] = metadata.version(dist)
+        except metadata.PackageNotFoundError:
+            continue
+    return out
+
+
+def run_info(argv: list[str] | None = None, **extra: Any) -> dict[str, Any]:
+    """Recorded, not compared: versions, command line, host facts."""
+    return {
+        "versions": versions(),
+        "command": list(sys.argv if argv is None else argv),
+        "platform": platform.platform(),
+        **extra,
+    }

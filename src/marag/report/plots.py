@@ -1,0 +1,149 @@
+"""PNG plots for a comparison report (matplotlib, Agg backend, imported on use).
+
+- ``f1_vs_cost.png``: F1 against each cost metric, one labelled point per method and dataset.
+- ``workflows.png``: workflow-type shares per method, one stacked-bar panel per dataset.
+- ``role_validity.png``: format-valid rate per role, one bar per method.
+"""
+
+from __future__ import annotations
+
+import math
+from pathlib import Path
+from typing import Any
+
+from marag.report.table import Row, datasets_of
+
+PLOT_COSTS = {
+    "total_tokens": "tokens / question",
+    "llm_calls": "LLM calls / question",
+    "retrieval_calls": "retrieval calls / question",
+    "rounds": "rounds / question",
+    "seconds": "seconds / question",
+    "money": "USD / question",
+}
+MAX_WORKFLOW_TYPES = 9
+
+
+def _pyplot() -> Any:
+    import matplotlib
+
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+
+    return plt
+
+
+def plot_f1_vs_cost(rows: list[Row], path: Path) -> Path:
+    plt = _pyplot()
+    datasets = datasets_of(rows)
+    costs = [c for c in PLOT_COSTS
+             if c != "money" or any(r.summary["cost"]["money"] for r in rows)]
+    ncols = 3 if len(costs) > 4 else 2
+    nrows = math.ceil(len(costs) / ncols)
+    fig, axes = plt.subplots(nrows, ncols, figsize=(5.2 * ncols, 4.2 * nrows), squeeze=False)
+    colours = plt.get_cmap("tab10")
+    markers = "osD^v<>px*"
+    for ax, cost in zip(axes.flat, costs):
+        for di, d in enumerate(datasets):
+            for row in rows:
+                ds = row.summary["datasets"].get(d)
+                if not ds:
+                    continue
+                x, y = ds["cost"][cost], 100 * ds["f1"]
+                ax.scatter(x, y, color=colours(di % 10), marker=markers[di % len(markers)],
+                           s=46, label=d)
+                ax.annotate(row.label, (x, y), textcoords="offset points", xytext=(4, 4),
+                            fontsize=8)
+        ax.set_xlabel(PLOT_COSTS[cost])
+        ax.set_ylabel("F1 (%)")
+        ax.grid(alpha=0.3)
+        ax.margins(0.15)
+    for ax in list(axes.flat)[len(costs):]:
+        ax.axis("off")
+    handles, labels = axes.flat[0].get_legend_handles_labels()
+    unique = dict(zip(labels, handles))
+    fig.legend(unique.values(), unique.keys(), loc="upper center", ncol=max(len(unique), 1),
+               frameon=False)
+    fig.suptitle("F1 versus cost (one point per method and dataset)", y=0.995)
+    fig.tight_layout(rect=(0, 0, 1, 0.94))
+    fig.savefig(path, dpi=110)
+    plt.close(fig)
+    return path
+
+
+def _workflow_types(rows: list[Row]) -> list[str]:
+    totals: dict[str, int] = {}
+    for row in rows:
+        for w, c in row.summary["workflows"].items():
+            totals[w] = totals.get(w, 0) + c
+    ranked = sorted(totals, key=lambda w: (-totals[w], w))
+    return ranked[:MAX_WORKFLOW_TYPES]
+
+
+def plot_workflows(rows: list[Row], path: Path) -> Path:
+    plt = _pyplot()
+    datasets = datasets_of(rows)
+    kinds = _workflow_types(rows)
+    has_other = any(w not in kinds for r in rows for w in r.summary["workflows"])
+    labels = kinds + (["other"] if has_other else [])
+    colours = plt.get_cmap("tab10")
+    fig, axes = plt.subplots(1, len(datasets), figsize=(max(4.5, 0.9 * len(rows) + 2.5) * len(datasets), 5.0),
+                             squeeze=False)
+    for ax, d in zip(axes.flat, datasets):
+        present = [r for r in rows if d in r.summary["datasets"]]
+        bottoms = [0.0] * len(present)
+        for ki, kind in enumerate(labels):
+            shares = []
+            for row in present:
+                ds = row.summary["datasets"][d]
+                wf = ds["workflows"]
+                c = (sum(v for w, v in wf.items() if w not in kinds) if kind == "other"
+                     else wf.get(kind, 0))
+                shares.append(100.0 * c / max(ds["n"], 1))
+            ax.bar(range(len(present)), shares, bottom=bottoms, color=colours(ki % 10),
+                   label=kind, edgecolor="white", linewidth=0.5)
+            bottoms = [b + s for b, s in zip(bottoms, shares)]
+        ax.set_xticks(range(len(present)), [r.label for r in present], rotation=30, ha="right")
+        ax.set_ylim(0, 100)
+        ax.set_ylabel("share of questions (%)")
+        ax.set_title(d)
+    axes.flat[-1].legend(title="workflow", bbox_to_anchor=(1.02, 1), loc="upper left",
+                         fontsize=8)
+    fig.suptitle("Workflow types per method")
+    fig.tight_layout()
+    fig.savefig(path, dpi=110)
+    plt.close(fig)
+    return path
+
+
+def plot_role_validity(rows: list[Row], path: Path) -> Path:
+    plt = _pyplot()
+    roles = sorted({r for row in rows for r in row.summary["roles"]})
+    colours = plt.get_cmap("tab10")
+    width = 0.8 / max(len(rows), 1)
+    fig, ax = plt.subplots(figsize=(max(6.0, 0.5 * len(roles) * max(len(rows), 2) + 2), 4.5))
+    for i, row in enumerate(rows):
+        rv = row.summary["roles"]
+        xs = [j + (i - (len(rows) - 1) / 2) * width for j, r in enumerate(roles) if r in rv]
+        ys = [100 * rv[r]["rate"] for r in roles if r in rv]
+        ax.bar(xs, ys, width=width, color=colours(i % 10), label=row.label)
+    ax.set_xticks(range(len(roles)), roles)
+    ax.set_ylim(0, 105)
+    ax.set_ylabel("format-valid steps (%)")
+    ax.set_title("Format validity per role")
+    ax.legend(bbox_to_anchor=(1.02, 1), loc="upper left", fontsize=8)
+    ax.grid(axis="y", alpha=0.3)
+    fig.tight_layout()
+    fig.savefig(path, dpi=110)
+    plt.close(fig)
+    return path
+
+
+def write_plots(rows: list[Row], out_dir: Path) -> list[str]:
+    """Write every plot into ``out_dir``; returns the file names written."""
+    out_dir.mkdir(parents=True, exist_ok=True)
+    written = [plot_f1_vs_cost(rows, out_dir / "f1_vs_cost.png"),
+               plot_workflows(rows, out_dir / "workflows.png")]
+    if any(row.summary["roles"] for row in rows):
+        written.append(plot_role_validity(rows, out_dir / "role_validity.png"))
+    return [p.name for p in written]
