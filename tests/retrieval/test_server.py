@@ -1,0 +1,244 @@
+"""The retrieval server: Search-R1 and MMOA-RAG wire formats, request validation, failures.
+
+Runs in-process with FastAPI's TestClient over real passages from the shared NQ-open corpus:
+first a small word-overlap retriever written here, then a real BM25 index when it is built.
+"""
+
+from __future__ import annotations
+
+import json
+import re
+import threading
+
+import pytest
+
+from marag.retrieval.base import Retriever
+from marag.types import Hits, Passage, iter_jsonl
+
+pytest.importorskip("fastapi")
+from fastapi.testclient import TestClient  # noqa: E402
+
+from marag.retrieval.server import create_app  # noqa: E402
+
+QUERIES = [
+    "who got the first nobel prize in physics",
+    "when was the last time anyone was on the moon",
+    "who wrote the declaration of independence",
+    "where is the bermuda triangle located",
+]
+
+
+def words(s: str) -> set[str]:
+    return set(re.findall(r"[a-z0-9]+", s.lower()))
+
+
+class WordOverlapRetriever(Retriever):
+    """Scores a passage by how many distinct query words it contains (ties: corpus order)."""
+
+    name = "overlap"
+
+    def __init__(self, passages: list[Passage]) -> None:
+        self.passages = passages
+        self.bags = [words(p.title + " " + p.text) for p in passages]
+        self.calls: list[list[str]] = []
+        self.lock = threading.Lock()
+
+    def __len__(self) -> int:
+        return len(self.passages)
+
+    def search_batch(self, queries: list[str], k: int) -> list[Hits]:
+        with self.lock:
+            self.calls.append(list(queries))
+        out = []
+        for q in queries:
+            qw = words(q)
+            scored = sorted(((len(qw & bag), -i) for i, bag in enumerate(self.bags)), reverse=True)[:k]
+            out.append(Hits(q, [self.passages[-i] for _, i in scored], [float(s) for s, _ in scored]))
+        return out
+
+
+def load_passages(shared_data, n: int = 200) -> list[Passage]:
+    out = []
+    for _, obj in iter_jsonl(shared_data / "nq_open.corpus.jsonl"):
+        out.append(Passage(id=obj["id"], title=obj["title"], text=obj["text"]))
+        if len(out) == n:
+            break
+    return out
+
+
+@pytest.fixture(scope="module")
+def overlap(shared_data) -> WordOverlapRetriever:
+    return WordOverlapRetriever(load_passages(shared_data))
+
+
+@pytest.fixture(scope="module")
+def bm25(shared_data, tmp_path_factory):
+    retrieval = pytest.importorskip("marag.retrieval")
+    try:
+        build_index, open_index = retrieval.build_index, retrieval.open_index
+    except (AttributeError, ImportError) as e:
+        pytest.skip(f"BM25 indexes not available in this checkout: {e}")
+    out = tmp_path_factory.mktemp("bm25") / "nq"
+    build_index(shared_data / "nq_open.corpus.jsonl", out, kind="bm25", show_progress=False)
+    index = open_index(out)
+    yield index
+    index.close()
+
+
+@pytest.fixture(params=["overlap", "bm25"])
+def retriever(request) -> Retriever:
+    return request.getfixturevalue(request.param)
+
+
+def client_for(retriever: Retriever, **kw) -> TestClient:
+    return TestClient(create_app(retriever, **kw))
+
+
+def test_retrieve_with_scores_matches_search_r1_schema(retriever):
+    http = client_for(retriever)
+    r = http.post("/retrieve", json={"queries": QUERIES, "topk": 5, "return_scores": True})
+    assert r.status_code == 200, r.text
+    body = r.json()
+    assert list(body) == ["result"]
+    assert isinstance(body["result"], list) and len(body["result"]) == len(QUERIES)
+    local = retriever.search_batch(QUERIES, 5)
+    for items, hits in zip(body["result"], local):
+        assert isinstance(items, list) and len(items) == 5
+        for item, passage, score in zip(items, hits.passages, hits.scores):
+            assert set(item) == {"document", "score"}
+            assert set(item["document"]) == {"id", "contents"}
+            assert isinstance(item["document"]["id"], str)
+            assert isinstance(item["document"]["contents"], str)
+            assert type(item["score"]) is float
+            assert item["document"]["id"] == passage.id
+            assert item["document"]["contents"] == f'"{passage.title}"\n{passage.text}'
+            assert item["score"] == score
+
+
+def test_retrieve_without_scores_returns_bare_documents(retriever):
+    http = client_for(retriever)
+    r = http.post("/retrieve", json={"queries": QUERIES[:2], "topk": 2, "return_scores": False})
+    assert r.status_code == 200, r.text
+    result = r.json()["result"]
+    local = retriever.search_batch(QUERIES[:2], 2)
+    assert [[d["id"] for d in docs] for docs in result] == [h.ids for h in local]
+    for docs in result:
+        for d in docs:
+            assert set(d) == {"id", "contents"} and isinstance(d["contents"], str)
+    # return_scores defaults to false, as in Search-R1
+    assert http.post("/retrieve", json={"queries": QUERIES[:2], "topk": 2}).json() == r.json()
+
+
+def test_topk_defaults_to_server_setting(overlap):
+    http = client_for(overlap, default_topk=4)
+    for body in ({"queries": ["nobel prize"]}, {"queries": ["nobel prize"], "topk": None}):
+        assert len(http.post("/retrieve", json=body).json()["result"][0]) == 4
+
+
+def test_whole_batch_goes_to_one_search_call_and_blank_queries_get_no_hits(overlap):
+    http = client_for(overlap)
+    overlap.calls.clear()
+    r = http.post("/retrieve", json={"queries": [QUERIES[0], "  ", QUERIES[1]], "topk": 3})
+    assert r.status_code == 200
+    assert [len(x) for x in r.json()["result"]] == [3, 0, 3]
+    assert overlap.calls == [[QUERIES[0], QUERIES[1]]]
+
+
+def test_search_endpoint_matches_mmoa_rag_shape(retriever):
+    http = client_for(retriever)
+    r = http.post("/search", json={"questions": QUERIES[:3], "N": 4})
+    assert r.status_code == 200, r.text
+    body = r.json()
+    local = retriever.search_batch(QUERIES[:3], 4)
+    assert isinstance(body, list) and len(body) == 3
+    for entry, q, hits in zip(body, QUERIES, local):
+        assert set(entry) == {"question", "top_k_docs"}
+        assert entry["question"] == q
+        assert entry["top_k_docs"] == [f"{p.title}\n{p.text}" for p in hits.passages]
+    # N defaults to 10 like the MMOA-RAG flask server
+    assert len(http.post("/search", json={"questions": ["moon"]}).json()[0]["top_k_docs"]) == 10
+
+
+def test_health_reports_kind_and_size(retriever):
+    body = client_for(retriever).get("/health").json()
+    assert body["status"] == "ok"
+    assert body["kind"] == retriever.name
+    assert body["passages"] == len(retriever)
+
+
+BAD = [
+    ({}, 422, "missing field 'queries'"),
+    ({"queries": "who"}, 422, "must be a list"),
+    ({"queries": []}, 422, "is empty"),
+    ({"queries": ["ok", 3]}, 422, r"queries\[1\] must be a string"),
+    ({"queries": ["q"], "topk": 0}, 422, "between 1 and 50"),
+    ({"queries": ["q"], "topk": -2}, 422, "between 1 and 50"),
+    ({"queries": ["q"], "topk": 51}, 422, "between 1 and 50"),
+    ({"queries": ["q"], "topk": "5"}, 422, "must be an integer"),
+    ({"queries": ["q"], "topk": 2.5}, 422, "must be an integer"),
+    ({"queries": ["q"], "topk": True}, 422, "must be an integer"),
+    ({"queries": ["q"], "return_scores": "yes"}, 422, "true or false"),
+    ({"queries": ["q"], "top_k": 3}, 422, r"unknown field\(s\) \['top_k'\]"),
+    ({"queries": ["q"] * 9}, 413, "at most 8"),
+]
+
+
+@pytest.mark.parametrize("body,status,reason", BAD)
+def test_bad_retrieve_requests_get_4xx_with_reason(overlap, body, status, reason):
+    r = client_for(overlap, max_batch=8, max_topk=50).post("/retrieve", json=body)
+    assert r.status_code == status, r.text
+    assert re.search(reason, r.json()["detail"]), r.json()
+
+
+@pytest.mark.parametrize("raw,reason", [
+    (b"{not json", "not valid JSON"),
+    (b"", "not valid JSON"),
+    (b"\xff\xfe", "not valid JSON"),
+    (b'["a list"]', "must be a JSON object"),
+])
+def test_non_json_bodies_are_400(overlap, raw, reason):
+    http = client_for(overlap)
+    for path in ("/retrieve", "/search"):
+        r = http.post(path, content=raw, headers={"content-type": "application/json"})
+        assert r.status_code == 400, r.text
+        assert reason in r.json()["detail"]
+
+
+@pytest.mark.parametrize("body,reason", [
+    ({"queries": ["q"]}, "missing field 'questions'"),
+    ({"questions": ["q"], "N": 0}, "between 1 and 1000"),
+    ({"questions": [None]}, r"questions\[0\] must be a string"),
+])
+def test_bad_search_requests_get_4xx(overlap, body, reason):
+    r = client_for(overlap).post("/search", json=body)
+    assert r.status_code == 422
+    assert re.search(reason, r.json()["detail"])
+
+
+class Broken(Retriever):
+    name = "broken"
+
+    def search_batch(self, queries, k):
+        raise OSError("disk went away")
+
+
+class WrongLength(Retriever):
+    name = "short"
+
+    def search_batch(self, queries, k):
+        return [Hits(queries[0], [Passage("1", "t", "x")], [])]
+
+
+@pytest.mark.parametrize("retriever_cls,reason", [
+    (Broken, "OSError: disk went away"), (WrongLength, "returned 1 passages but 0 scores"),
+])
+def test_index_failures_are_500_with_reason(retriever_cls, reason):
+    r = client_for(retriever_cls()).post("/retrieve", json={"queries": ["q"], "topk": 1})
+    assert r.status_code == 500
+    assert reason in r.json()["detail"]
+
+
+def test_responses_are_plain_json(overlap):
+    r = client_for(overlap).post("/retrieve", json={"queries": QUERIES[:1], "return_scores": True})
+    assert r.headers["content-type"].startswith("application/json")
+    json.loads(r.content)  # strict JSON: no NaN/Infinity tokens
