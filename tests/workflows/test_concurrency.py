@@ -1,0 +1,54 @@
+"""Parallel sub-questions and many questions overlap their LLM waits in one event loop."""
+
+from __future__ import annotations
+
+import asyncio
+import time
+
+from marag.llm.scripted import ScriptedLLM
+from marag.types import Question
+from marag.workflows import run_method
+
+LAT = 0.15
+
+
+def _planner(messages):  # type: ignore[no-untyped-def]
+    return ("<workflow>QDP</workflow>" if "Which" in messages[-1]["content"]
+            else "<workflow>R, AG</workflow>")
+
+
+async def test_qdp_children_run_concurrently(hotpot_retriever, ctx_for):
+    llm = ScriptedLLM({
+        "planner": _planner,
+        "QDP": "".join(f"<q{i}>part {i} of the question?</q{i}>" for i in range(1, 5)),
+        "AG": "<answer>x</answer>", "AS": "<answer>y</answer>",
+    }, latency=LAT)
+    q = Question("p1", "Which band formed first, Badly Drawn Boy or Wolf Alice?")
+    t0 = time.perf_counter()
+    t = await run_method("jade", q, ctx_for(llm, hotpot_retriever))
+    wall = time.perf_counter() - t0
+    assert t.status == "ok" and len(t.nodes) == 5
+    # 11 calls; sequential chain: plan, QDP, (child plan, child AG) in parallel, AS = 5 waits
+    assert t.cost.llm_calls == 11
+    assert wall < 8 * LAT, f"children did not overlap: {wall:.2f}s for 5 sequential waits"
+    starts = sorted(s.started for s in t.steps if s.role == "planner" and s.node_id > 0)
+    assert starts[-1] - starts[0] < LAT / 2  # all four child plans began together
+
+
+async def test_many_questions_share_one_event_loop(hotpot_retriever, ctx_for, shared_data):
+    from marag.types import iter_jsonl
+
+    rows = [d for _, d in iter_jsonl(shared_data / "hotpotqa.questions.jsonl")][:24]
+    questions = [Question(d["id"], d["question"], d["golden_answers"]) for d in rows]
+    llm = ScriptedLLM({"planner": "<workflow>R, AG</workflow>", "AG": "<answer>x</answer>"},
+                      latency=LAT)
+    ctx = ctx_for(llm, hotpot_retriever)
+    t0 = time.perf_counter()
+    traces = await asyncio.gather(*(run_method("jade", q, ctx) for q in questions))
+    wall = time.perf_counter() - t0
+    assert all(t.status == "ok" for t in traces)
+    assert [t.id for t in traces] == [q.id for q in questions]
+    # each question makes two sequential calls; run one after another that is 24 * 2 * LAT
+    assert wall < 6 * LAT, f"questions did not overlap: {wall:.2f}s"
+    for t, q in zip(traces, questions):
+        assert t.steps[1].raw == q.question and t.golden_answers == q.golden_answers
