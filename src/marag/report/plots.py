@@ -22,6 +22,9 @@ PLOT_COSTS = {
     "money": "USD / question",
 }
 MAX_WORKFLOW_TYPES = 9
+# Retrieval steps are recorded under role "R" and are always well-formed; plotting their
+# validity would only add a constant bar.
+RETRIEVAL_ROLE = "R"
 
 
 def _pyplot() -> Any:
@@ -62,10 +65,10 @@ def plot_f1_vs_cost(rows: list[Row], path: Path) -> Path:
         ax.axis("off")
     handles, labels = axes.flat[0].get_legend_handles_labels()
     unique = dict(zip(labels, handles))
+    fig.suptitle("F1 versus cost (one point per method and dataset)", y=0.99)
     fig.legend(unique.values(), unique.keys(), loc="upper center", ncol=max(len(unique), 1),
-               frameon=False)
-    fig.suptitle("F1 versus cost (one point per method and dataset)", y=0.995)
-    fig.tight_layout(rect=(0, 0, 1, 0.94))
+               frameon=False, bbox_to_anchor=(0.5, 0.955), title="dataset")
+    fig.tight_layout(rect=(0, 0, 1, 0.88))
     fig.savefig(path, dpi=110)
     plt.close(fig)
     return path
@@ -118,7 +121,7 @@ def plot_workflows(rows: list[Row], path: Path) -> Path:
 
 def plot_role_validity(rows: list[Row], path: Path) -> Path:
     plt = _pyplot()
-    roles = sorted({r for row in rows for r in row.summary["roles"]})
+    roles = sorted({r for row in rows for r in row.summary["roles"] if r != RETRIEVAL_ROLE})
     colours = plt.get_cmap("tab10")
     width = 0.8 / max(len(rows), 1)
     fig, ax = plt.subplots(figsize=(max(6.0, 0.5 * len(roles) * max(len(rows), 2) + 2), 4.5))
@@ -144,6 +147,6 @@ def write_plots(rows: list[Row], out_dir: Path) -> list[str]:
     out_dir.mkdir(parents=True, exist_ok=True)
     written = [plot_f1_vs_cost(rows, out_dir / "f1_vs_cost.png"),
                plot_workflows(rows, out_dir / "workflows.png")]
-    if any(row.summary["roles"] for row in rows):
+    if any(set(row.summary["roles"]) - {RETRIEVAL_ROLE} for row in rows):
         written.append(plot_role_validity(rows, out_dir / "role_validity.png"))
     return [p.name for p in written]

@@ -1,0 +1,42 @@
+"""marag eval: every option documented; flags map to config keys; directory checks."""
+
+from __future__ import annotations
+
+import argparse
+
+from marag.cli import build_parser
+from marag.commands.eval import default_out, flag_overrides
+from marag.config import load_config
+
+
+def _eval_parser() -> argparse.ArgumentParser:
+    parser = build_parser()
+    sub = next(a for a in parser._actions if isinstance(a, argparse._SubParsersAction))
+    return sub.choices["eval"]
+
+
+def test_help_documents_every_option():
+    p = _eval_parser()
+    text = p.format_help()
+    options = [a for a in p._actions if a.option_strings and a.dest != "help"]
+    wanted = {"--method", "--dataset", "--index", "--limit", "--seed", "--concurrency",
+              "--config", "--set", "--llm", "--model", "--out", "--force"}
+    assert wanted <= {s for a in options for s in a.option_strings}
+    for action in options:
+        assert action.help and len(action.help) > 10, action.option_strings
+        assert action.option_strings[0] in text
+
+
+def test_flags_become_config_overrides():
+    p = _eval_parser()
+    args = p.parse_args(["--dataset", "nq_open", "--method", "vanilla", "--index", "idx",
+                         "--limit", "5", "--seed", "3", "--concurrency", "2",
+                         "--llm", "http://127.0.0.1:9/v1", "--model", "tiny",
+                         "--set", "method.top_k=2"])
+    cfg = load_config(None, flag_overrides(args))
+    assert cfg.method.name == "vanilla" and cfg.method.top_k == 2
+    assert cfg.retrieval.index == "idx"
+    assert (cfg.eval.limit, cfg.eval.seed, cfg.eval.concurrency) == (5, 3, 2)
+    llm = cfg.llms["default"]
+    assert (llm.backend, llm.base_url, llm.model) == ("openai", "http://127.0.0.1:9/v1", "tiny")
+    assert str(default_out("jade", "/data/hotpotqa.questions.jsonl")) == "runs/jade-hotpotqa"
