@@ -74,8 +74,7 @@ async def test_jade_single_hop_canada(hotpot_retriever, ctx_for):
     assert t.steps[2].parsed == [0, 1, 4]
     assert len(t.nodes) == 1 and t.nodes[0].workflow == ["R", "DS", "AG"]
     assert t.cost.rounds == 1 and t.cost.llm_calls == 3 and t.cost.retrieval_calls == 1
-    if t.metrics:  # filled once marag.metrics is in the tree
-        assert t.metrics["em"] == 1.0 and t.metrics["f1"] == 1.0
+    assert t.metrics["em"] == 1.0 and t.metrics["f1"] == 1.0
 
 
 BDB = "Which performance act has a higher instrument to person ratio, Badly Drawn Boy or Wolf Alice?"

@@ -24,6 +24,7 @@ from typing import Any
 
 from marag.config import Config, ConfigError
 from marag.llm.base import LLM, LLMError, SamplingParams, current_role
+from marag.metrics import score
 from marag.retrieval.base import RetrievalError, Retriever
 from marag.roles.base import Parsed, Role
 from marag.types import Hits, Node, Question, Step, Trace
@@ -255,13 +256,8 @@ async def execute(name: str, body: Body, question: Question, ctx: Context) -> Tr
 
 
 def score_answer(prediction: str, golden: list[str]) -> dict[str, float]:
-    """em / f1 / acc from ``marag.metrics`` once that module exists; empty until then."""
-    try:
-        from marag.metrics import score
-    except ImportError:
-        return {}
-    result = score(prediction, golden)
-    return {k: float(v) for k, v in dict(result).items()}
+    """em, f1 (with precision/recall) and acc (cover-EM) against the golden answers."""
+    return dict(score(prediction, golden))
 
 
 def method(name: str, body: Body) -> Method:
