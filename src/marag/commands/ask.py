@@ -1,0 +1,83 @@
+"""``marag ask "question"``: answer one question and show what every agent did."""
+
+from __future__ import annotations
+
+import argparse
+import sys
+from typing import Any
+
+HELP = "answer one question with a multi-agent RAG method and print the trace"
+
+
+def register(sub: Any) -> None:
+    p = sub.add_parser(
+        "ask", help=HELP,
+        description=HELP + ". With no options it runs offline: the embedded SmolLM2 model and "
+        "the built-in wiki-demo BM25 index.")
+    p.add_argument("question", help="the question to answer")
+    p.add_argument("--method", default=None,
+                   help="llm-only | vanilla | mmoa-rag | mao-arag | jade | m-ask "
+                        "(default: method.name from the config, jade)")
+    p.add_argument("--config", default=None, help="YAML config file")
+    p.add_argument("--set", dest="overrides", action="append", default=[], metavar="KEY=VALUE",
+                   help="config override, repeatable (e.g. --set method.max_rounds=4); "
+                        "applied after the options below")
+    p.add_argument("--llm", default=None, metavar="URL",
+                   help="OpenAI-compatible endpoint for the default LLM "
+                        "(sets llms.default.backend=openai and base_url)")
+    p.add_argument("--model", default=None, help="model name for the default LLM")
+    p.add_argument("--index", default=None, metavar="PATH|wiki-demo",
+                   help="retrieval index directory or built-in corpus; sets retrieval.index")
+    p.add_argument("--k", type=int, default=None,
+                   help="documents per retrieval; sets method.top_k and retrieval.k")
+    p.add_argument("--answer", dest="golden", action="append", default=[], metavar="TEXT",
+                   help="a golden answer (repeatable): the trace then carries EM/F1/Acc")
+    out = p.add_mutually_exclusive_group()
+    out.add_argument("--json", action="store_true", help="print the Trace as JSON")
+    out.add_argument("--quiet", action="store_true", help="print only the answer")
+    p.set_defaults(func=run)
+
+
+def flag_overrides(args: argparse.Namespace) -> list[str]:
+    """The shorthand options as ``key=value`` overrides (before the explicit ``--set`` ones)."""
+    out = []
+    if args.method:
+        out.append(f"method.name={args.method}")
+    if args.llm:
+        out += ["llms.default.backend=openai", f"llms.default.base_url={args.llm}"]
+    if args.model:
+        out.append(f"llms.default.model={args.model}")
+    if args.index:
+        out.append(f"retrieval.index={args.index}")
+    if args.k is not None:
+        out += [f"method.top_k={args.k}", f"retrieval.k={args.k}"]
+    return out + list(args.overrides)
+
+
+def run(args: argparse.Namespace) -> int:
+    import asyncio
+    import json
+
+    from marag.api import ask_async
+    from marag.config import load_config
+    from marag.workflows.render import render_trace
+
+    config = load_config(args.config, flag_overrides(args))
+    try:
+        trace = asyncio.run(ask_async(args.question, config=config,
+                                      golden_answers=args.golden))
+    except (FileNotFoundError, ValueError, RuntimeError, ImportError) as e:
+        # building a backend or opening an index failed before any question ran
+        print(f"marag ask: {type(e).__name__}: {e}", file=sys.stderr)
+        return 2
+    if args.json:
+        print(json.dumps(trace.to_dict(), ensure_ascii=False, indent=1))
+    elif args.quiet:
+        print(trace.answer if trace.answer is not None else "")
+    else:
+        print(render_trace(trace, color=sys.stdout.isatty()))
+    if trace.status == "failed":
+        if args.quiet or args.json:
+            print(f"marag ask: failed: {trace.error}", file=sys.stderr)
+        return 1
+    return 0

@@ -1,0 +1,125 @@
+"""marag.ask / ask_async / build_context, and the ``marag ask`` command's pieces."""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import json
+from pathlib import Path
+
+import pytest
+
+import marag
+from marag.api import ask_async, build_context, resolve_config
+from marag.config import Config, ConfigError, load_config
+from marag.llm.scripted import ScriptedLLM
+from marag.types import Trace
+from marag.workflows.render import render_trace
+
+
+@pytest.fixture(scope="module")
+def nq_index(shared_data: Path, tmp_path_factory: pytest.TempPathFactory) -> Path:
+    from marag.retrieval import build_index
+
+    out = tmp_path_factory.mktemp("nq_bm25") / "idx"
+    build_index(shared_data / "nq_open.corpus.jsonl", out, kind="bm25")
+    return out
+
+
+def _scripted() -> ScriptedLLM:
+    return ScriptedLLM({"planner": "<workflow>R, DS, AG</workflow>", "DS": "<id>0</id>",
+                        "AG": "<answer>Paris</answer>"})
+
+
+def test_resolve_config_from_object_path_and_overrides(tmp_path):
+    base = Config()
+    assert resolve_config(base) is base
+    changed = resolve_config(base, ["method.max_rounds=3"])
+    assert changed.method.max_rounds == 3 and base.method.max_rounds == 8
+    p = tmp_path / "c.yaml"
+    p.write_text("method:\n  name: vanilla\n")
+    assert resolve_config(p, ["method.top_k=2"]).method.top_k == 2
+    with pytest.raises(ConfigError, match="max_round"):
+        resolve_config(base, ["method.max_round=3"])
+
+
+def test_build_context_opens_the_configured_index_only_when_needed(nq_index):
+    llm = _scripted()
+    cfg = load_config(None, [f"retrieval.index={nq_index}", "method.name=llm-only"])
+    assert build_context(cfg, llms={"default": llm}).retriever is None
+    cfg = load_config(None, [f"retrieval.index={nq_index}"])
+    ctx = build_context(cfg, llms={"default": llm})
+    assert ctx.retriever is not None
+    hits = ctx.retriever.search_batch(["who sang the song"], 3)
+    assert len(hits[0].passages) == 3
+    bad = load_config(None, ["retrieval.index=/nonexistent/index"])
+    with pytest.raises(Exception, match="nonexistent"):
+        build_context(bad, llms={"default": llm})
+
+
+async def test_ask_async_with_a_shared_context(nq_index):
+    cfg = load_config(None, [f"retrieval.index={nq_index}", "method.top_k=3"])
+    llm = _scripted()
+    ctx = build_context(cfg, llms={"default": llm})
+    t = await ask_async("what is the capital of france", context=ctx, golden_answers=["Paris"],
+                        id="x1")
+    assert isinstance(t, Trace) and t.id == "x1" and t.method == "jade"
+    assert t.answer == "Paris" and t.metrics["em"] == 1.0
+    assert [s.role for s in t.steps] == ["planner", "R", "DS", "AG"]
+    assert len(t.steps[1].doc_ids) == 3
+    t2 = await ask_async("what is the capital of france", context=ctx, method="llm-only")
+    assert t2.method == "llm-only" and [s.role for s in t2.steps] == ["AG"]
+    with pytest.raises(ConfigError, match="unknown method"):
+        await ask_async("q", context=ctx, method="rag")
+    with pytest.raises(TypeError, match="golden"):
+        await ask_async("q", context=ctx, golden=["x"])
+    with pytest.raises(ValueError, match="not both"):
+        await ask_async("q", context=ctx, config=cfg)
+
+
+def test_sync_ask_through_the_package_entry_point(nq_index):
+    cfg = load_config(None, [f"retrieval.index={nq_index}"])
+    ctx = build_context(cfg, llms={"default": _scripted()})
+    t = marag.ask("what is the capital of france", context=ctx, method="vanilla")
+    assert t.status == "ok" and t.answer == "Paris" and [s.role for s in t.steps] == ["R", "AG"]
+
+
+def test_render_trace_shows_agents_nodes_documents_and_problems(nq_index):
+    cfg = load_config(None, [f"retrieval.index={nq_index}"])
+    llm = ScriptedLLM({"planner": ["<workflow>QDP</workflow>", "<workflow>R, AG</workflow>",
+                                   "not a plan"],
+                       "QDP": "<q1>capital of France?</q1><q2>capital of Spain?</q2>",
+                       "AG": lambda m: "<answer>Paris</answer>" if "France?" in m[-1]["content"]
+                       else "<answer>Madrid</answer>",
+                       "AS": "<answer>Paris and Madrid</answer>"})
+    ctx = build_context(cfg, llms={"default": llm})
+    t = asyncio.run(ask_async("What are the capitals of France and Spain?", context=ctx))
+    text = render_trace(t)
+    assert "A: Paris and Madrid" in text
+    assert "#1 (parallel) capital of France? → Paris  [R, AG]" in text
+    assert "#2 (parallel) capital of Spain? → Madrid  [R, AG]" in text
+    assert "✗ invalid output" in text and "note: node 2: invalid plan" in text
+    # AS ran after the children and is printed after them
+    assert text.index("#2 (parallel)") < text.index("round 3  AS")
+    r = next(s for s in t.steps if s.role == "R")
+    assert r.doc_ids[0] in text and "5 docs" in text
+    assert "\033[" not in text and "\033[" in render_trace(t, color=True)
+    # the JSON form round-trips
+    assert Trace.from_dict(json.loads(json.dumps(t.to_dict()))).to_dict() == t.to_dict()
+
+
+def test_ask_command_flags_become_overrides():
+    from marag.cli import build_parser
+    from marag.commands.ask import flag_overrides
+
+    args = build_parser().parse_args([
+        "ask", "who?", "--method", "vanilla", "--llm", "http://127.0.0.1:8000/v1", "--model",
+        "qwen", "--index", "wiki-demo", "--k", "3", "--set", "method.top_k=4", "--json"])
+    assert isinstance(args, argparse.Namespace) and args.json and args.question == "who?"
+    ov = flag_overrides(args)
+    cfg = load_config(None, ov)
+    assert cfg.method.name == "vanilla" and cfg.method.top_k == 4 and cfg.retrieval.k == 3
+    assert cfg.llms["default"].backend == "openai" and cfg.llms["default"].model == "qwen"
+    assert cfg.llms["default"].base_url == "http://127.0.0.1:8000/v1"
+    with pytest.raises(SystemExit):
+        build_parser().parse_args(["ask", "q", "--json", "--quiet"])
