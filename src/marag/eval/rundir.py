@@ -104,6 +104,16 @@ class RunDir:
         append_jsonl(self.traces_path, trace)
         self.done[trace.id] = trace
 
+    def append_many(self, traces: list[Trace]) -> None:
+        """Append several traces with one write and one fsync (group commit)."""
+        text = "".join(json.dumps(t.to_dict(), ensure_ascii=False) + "\n" for t in traces)
+        with open(self.traces_path, "a", encoding="utf-8") as f:
+            f.write(text)
+            f.flush()
+            os.fsync(f.fileno())
+        for t in traces:
+            self.done[t.id] = t
+
     def write_json(self, name: str, obj: Any) -> None:
         tmp = self.path / f".{name}.tmp"
         tmp.write_text(json.dumps(obj, indent=2, ensure_ascii=False) + "\n", encoding="utf-8")

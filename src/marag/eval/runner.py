@@ -81,6 +81,39 @@ class _Progress:
             self.bar.close()
 
 
+class _GroupWriter:
+    """Appends finished traces off the event loop, one fsync per batch.
+
+    fsync takes milliseconds; done on the loop once per trace it would stall every question
+    in flight. Traces that finish while a write is under way go out together in the next
+    write, so nothing waits longer than one fsync and a kill loses only unwritten traces,
+    which the resume reruns.
+    """
+
+    def __init__(self, run: RunDir) -> None:
+        self.run = run
+        self.pending: list[Trace] = []
+        self.task: asyncio.Task[None] | None = None
+
+    def put(self, trace: Trace) -> None:
+        self.pending.append(trace)
+        if self.task is None or self.task.done():
+            self.task = asyncio.create_task(self._drain())
+
+    async def _drain(self) -> None:
+        while self.pending:
+            batch, self.pending = self.pending, []
+            await asyncio.to_thread(self.run.append_many, batch)
+
+    async def close(self) -> None:
+        while self.task is not None and not self.task.done():
+            await self.task
+        if self.task is not None:
+            self.task.result()  # a failed write (disk full) must not pass silently
+        if self.pending:
+            await self._drain()
+
+
 async def _run_one(method: MethodFn, method_name: str, question: Question, ctx: Any) -> Trace:
     t0 = time.perf_counter()
     try:
@@ -178,6 +211,7 @@ async def evaluate(
         log.info("resuming %s: %d done, %d to run", run.path, skipped, len(pending))
 
     bar = _Progress(len(questions), [run.done[i] for i in ids if i in run.done], scorer, progress)
+    writer = _GroupWriter(run)
     queue: asyncio.Queue[Question] = asyncio.Queue()
     for q in pending:
         queue.put_nowait(q)
@@ -191,7 +225,7 @@ async def evaluate(
             trace = await _run_one(method, name, q, ctx)
             scores = score_trace(trace, scorer)
             trace.metrics.update(scores)
-            run.append(trace)
+            writer.put(trace)
             bar.update(trace, scores["f1"])
 
     try:
@@ -203,6 +237,9 @@ async def evaluate(
                 w.cancel()
             await asyncio.gather(*workers, return_exceptions=True)
             raise
+        finally:
+            # Finished traces are written even when the run is interrupted (Ctrl-C).
+            await writer.close()
     finally:
         bar.close()
 
