@@ -40,3 +40,22 @@ def test_flags_become_config_overrides():
     llm = cfg.llms["default"]
     assert (llm.backend, llm.base_url, llm.model) == ("openai", "http://127.0.0.1:9/v1", "tiny")
     assert str(default_out("jade", "/data/hotpotqa.questions.jsonl")) == "runs/jade-hotpotqa"
+
+
+def test_a_different_run_in_out_is_refused_before_models_load(tmp_path, shared_data, capsys):
+    from marag.cli import main
+    from marag.eval import open_run_dir
+
+    out = tmp_path / "run"
+    open_run_dir(out, {"method": "jade", "dataset": "elsewhere"})
+    rc = main(["eval", "--dataset", str(shared_data / "nq_open.questions.jsonl"), "--limit", "3",
+               "--method", "vanilla", "--out", str(out), "--no-progress"])
+    err = capsys.readouterr().err
+    assert rc == 2 and "holds a different run" in err and "method: 'jade' -> 'vanilla'" in err
+
+
+def test_missing_dataset_file_is_a_clear_error(tmp_path, capsys):
+    from marag.cli import main
+
+    rc = main(["eval", "--dataset", str(tmp_path / "nope.jsonl"), "--out", str(tmp_path / "r")])
+    assert rc == 2 and "nope.jsonl" in capsys.readouterr().err

@@ -112,10 +112,12 @@ async def _run(args: argparse.Namespace, config: Any, out: Path) -> Any:
     questions = load_questions(args.dataset, limit=config.eval.limit, seed=config.eval.seed,
                                split=args.split)
     name = config.method.name
-    identity = {"dataset": args.dataset, "split": args.split, "limit": config.eval.limit,
-                "seed": config.eval.seed, "config": config_identity(config)}
     dataset_path = Path(args.dataset)
-    info = run_info(dataset_path=str(dataset_path.resolve()) if dataset_path.exists() else None)
+    # A file is named by its absolute path, so resuming from another directory is the same run.
+    dataset = str(dataset_path.resolve()) if dataset_path.exists() else args.dataset
+    identity = {"dataset": dataset, "split": args.split, "limit": config.eval.limit,
+                "seed": config.eval.seed, "config": config_identity(config)}
+    info = run_info(dataset_name=questions[0].dataset if questions else None)
     config_yaml = yaml.safe_dump(config.model_dump(mode="json"), sort_keys=False)
     # The directory check comes before building models and indexes, so a mismatch fails fast.
     run_dir = prepare_run(questions, out, name, identity=identity, info=info,

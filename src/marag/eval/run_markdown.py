@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 from collections.abc import Sequence
+from pathlib import Path
 from typing import Any
 
 COST_LABELS = {
@@ -47,7 +48,8 @@ def pct(x: float) -> float:
 
 def run_markdown(manifest: dict[str, Any], summary: dict[str, Any]) -> str:
     ident = manifest.get("identity", {})
-    title = f"# {ident.get('method', '?')} on {ident.get('dataset', '?')}"
+    dataset = manifest.get("dataset_name") or Path(str(ident.get("dataset", "?"))).name
+    title = f"# {ident.get('method', '?')} on {dataset}"
     meta = [
         f"- questions: {summary['n']} (failed {summary['failed']}, budget-limited "
         f"{summary['budget']})",
