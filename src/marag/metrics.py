@@ -70,8 +70,7 @@ def f1_parts(pred: str | None, golds: Golds) -> tuple[float, float, float]:
     best = [0.0, 0.0, 0.0]
     for gold in _golds(golds):
         for i, v in enumerate(_token_prf(p, normalize_answer(gold))):
-            if v > best[i]:
-                best[i] = v
+            best[i] = max(best[i], v)
     return best[0], best[1], best[2]
 
 

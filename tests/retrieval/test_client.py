@@ -15,7 +15,7 @@ from marag.retrieval.client import RetrieverClient, parse_response, split_conten
 from marag.types import Hits, Passage, iter_jsonl
 
 uvicorn = pytest.importorskip("uvicorn")
-from marag.retrieval.server import create_app  # noqa: E402
+from marag.retrieval.server import create_app
 
 QUERIES = [
     "who got the first nobel prize in physics",
@@ -72,7 +72,7 @@ class Served:
     def __init__(self, retriever: Retriever) -> None:
         self.sock = socket.socket()
         self.sock.bind(("127.0.0.1", 0))
-        self.url = "http://127.0.0.1:%d" % self.sock.getsockname()[1]
+        self.url = f"http://127.0.0.1:{self.sock.getsockname()[1]}"
         config = uvicorn.Config(create_app(retriever), log_level="warning", lifespan="off")
         self.server = uvicorn.Server(config)
         self.thread = threading.Thread(target=self.server.run, kwargs={"sockets": [self.sock]}, daemon=True)
@@ -211,7 +211,7 @@ def test_silent_endpoint_times_out_instead_of_hanging():
     listener.bind(("127.0.0.1", 0))
     listener.listen(8)  # the kernel accepts connections; nobody ever answers
     try:
-        client = RetrieverClient("http://127.0.0.1:%d" % listener.getsockname()[1],
+        client = RetrieverClient(f"http://127.0.0.1:{listener.getsockname()[1]}",
                                  timeout=0.3, retries=1, backoff=0.01)
         start = time.monotonic()
         with pytest.raises(RetrievalError, match="ReadTimeout"):

@@ -16,9 +16,9 @@ from marag.retrieval.base import Retriever
 from marag.types import Hits, Passage, iter_jsonl
 
 pytest.importorskip("fastapi")
-from fastapi.testclient import TestClient  # noqa: E402
+from fastapi.testclient import TestClient
 
-from marag.retrieval.server import create_app  # noqa: E402
+from marag.retrieval.server import create_app
 
 QUERIES = [
     "who got the first nobel prize in physics",

@@ -100,8 +100,7 @@ class RetrieverClient(Retriever):
         if retries < 0 or batch_size < 1 or timeout <= 0:
             raise ValueError("RetrieverClient needs retries >= 0, batch_size >= 1 and timeout > 0")
         base = url.rstrip("/")
-        if base.endswith("/retrieve"):
-            base = base[: -len("/retrieve")]
+        base = base.removesuffix("/retrieve")
         self.url = base
         self.endpoint = base + "/retrieve"
         self.timeout = timeout
