@@ -69,8 +69,9 @@ async def mask(run: Run) -> None:
         sv = s.value if isinstance(s.value, dict) else {}
         query = sv.get("query")
         if sv.get("end") or not isinstance(query, str) or not query.strip():
-            if not sv.get("end"):
-                run.note(f"turn {turn}: search gave neither a query nor <end>; stopping")
+            if not s.valid:
+                run.note(f"turn {turn}: search gave neither a query nor <end> ({s.reason}); "
+                         "stopping")
             break
         query = query.strip()
         history.append(query)
