@@ -84,8 +84,9 @@ BDB_SUBS = [
     "How many members are in the performance act Wolf Alice?",
     "How many instruments are typically used in a performance by Wolf Alice?",
 ]
-BDB_ANSWERS = ["One member", "Typically four instruments are used in a performance by "
-               "Badly Drawn Boy.", "Four", "Four instruments"]
+BDB_ANSWERS = ["One member",
+               "Typically four instruments are used in a performance by Badly Drawn Boy.",
+               "Four", "Four instruments"]
 
 
 def _bdb_planner(messages):  # type: ignore[no-untyped-def]
@@ -170,7 +171,7 @@ async def test_m_ask_puebla(hotpot_retriever, ctx_for):
     assert updates == [{"op": "update", "index": 1}, {"op": "add", "index": 2},
                        {"op": "update", "index": 1}]
     # the final knowledge state: t1 refined twice in place, t2 appended once (K3)
-    root, k1, k2 = t.nodes
+    _, k1, k2 = t.nodes
     assert [c.kind for c in (k1, k2)] == ["knowledge", "knowledge"]
     assert (k1.question, k1.answer) == (P_Q3, P_E3)
     assert (k2.question, k2.answer) == (P_Q2, P_E2)

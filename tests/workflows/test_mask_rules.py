@@ -29,7 +29,7 @@ async def test_invalid_update_is_an_add_and_turn_cap_ends_the_loop(hotpot_retrie
     assert any("turn 1: invalid update" in n and "add t2" in n for n in t.notes)
     summ2 = [s for s in t.steps if s.role == "mask.summary"][1]
     assert summ2.valid and summ2.parsed == ""
-    root, k1, k2 = t.nodes
+    _, k1, k2 = t.nodes
     # turn 1 appended (invalid index); turn 2 replaced t1 with an empty-evidence pair
     assert (k1.question, k1.answer) == ("Agatha Christie birth", "")
     assert (k2.question, k2.answer) == ("Arthur Conan Doyle birth", "Doyle was born in 1859.")

@@ -96,8 +96,9 @@ async def test_constrained_selector_passes_allowed_ids(hotpot_retriever, ctx_for
 
 
 async def test_roles_run_on_their_mapped_backends(hotpot_retriever, ctx_for):
-    policy = ScriptedLLM({"planner": ["<workflow>QDP</workflow>", "<workflow>QR, R, DS, AG"
-                                      "</workflow>", "<workflow>AG</workflow>"]}, model="pol")
+    policy = ScriptedLLM({"planner": ["<workflow>QDP</workflow>",
+                                      "<workflow>QR, R, DS, AG</workflow>",
+                                      "<workflow>AG</workflow>"]}, model="pol")
     executor = ScriptedLLM({
         "QDP": "<q1>Nationality of Scott Derrickson?</q1><q2>Nationality of Ed Wood?</q2>",
         "QR": "<query>Scott Derrickson nationality</query>", "DS": "<id>0</id>",

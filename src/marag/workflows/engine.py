@@ -90,13 +90,13 @@ class Context:
         for llm in {id(v): v for v in self.llms.values()}.values():
             try:
                 await llm.aclose()
-            except Exception as e:  # closing must not hide the run's own result
+            except Exception as e:  # noqa: BLE001 - closing must not hide the run's result
                 log.warning("closing LLM backend %s failed: %s", getattr(llm, "name", "?"), e)
         if self.retriever is not None:
             try:
                 await self.retriever.aclose()
                 self.retriever.close()
-            except Exception as e:
+            except Exception as e:  # noqa: BLE001 - as above
                 log.warning("closing retriever failed: %s", e)
 
 
@@ -106,7 +106,7 @@ class Run:
     the branches' steps back in branch order, so a trace's steps are deterministic: each
     parallel child's steps are contiguous, in child order."""
 
-    __slots__ = ("ctx", "trace", "steps", "round", "t0")
+    __slots__ = ("ctx", "round", "steps", "t0", "trace")
 
     def __init__(self, ctx: Context, question: Question, method: str) -> None:
         self.ctx = ctx

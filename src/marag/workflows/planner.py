@@ -28,6 +28,7 @@ Rules where the papers are silent:
 from __future__ import annotations
 
 from collections.abc import Awaitable, Callable
+from itertools import pairwise
 
 from marag.config import ConfigError
 from marag.types import Node
@@ -42,7 +43,7 @@ def is_solving(workflow: list[str]) -> bool:
     if not workflow or workflow[-1] != "AG":
         return False
     pos = [SOLVING.index(c) if c in SOLVING else -1 for c in workflow]
-    if -1 in pos or any(a >= b for a, b in zip(pos, pos[1:])):
+    if -1 in pos or any(a >= b for a, b in pairwise(pos)):
         return False
     return "DS" not in workflow or "R" in workflow
 
