@@ -219,7 +219,7 @@ class DocStore:
             raise FileNotFoundError(f"{self.dir}: not a complete document store (no {STORE_META})")
         self._fd = os.open(self.dir / "docs.jsonl", os.O_RDONLY)
         self._offsets = np.memmap(self.dir / "offsets.i64", dtype=np.int64, mode="r")
-        self._lines = np.memmap(self.dir / "lines.i64", dtype=np.int64, mode="r")
+        self._lines = _memmap_or_empty(self.dir / "lines.i64")
         self.count = len(self._offsets) - 1
         if not _unchecked:
             self._hash = _memmap_or_empty(self.dir / "idhash.i64")
