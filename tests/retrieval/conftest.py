@@ -1,0 +1,64 @@
+"""Indexes built once per test session over real passages (the shared nq_open corpus)."""
+
+from __future__ import annotations
+
+import os
+from pathlib import Path
+
+import pytest
+
+# Everything here must work without the Hugging Face hub; set before any HF import.
+os.environ.setdefault("HF_HUB_OFFLINE", "1")
+
+N_PASSAGES = 200
+DENSE_BATCH = 64
+
+
+@pytest.fixture(scope="session")
+def nq_corpus(shared_data, tmp_path_factory) -> Path:
+    """The first N_PASSAGES passages of the shared nq_open corpus, as a corpus file."""
+    out = tmp_path_factory.mktemp("corpus") / "nq.jsonl"
+    with open(shared_data / "nq_open.corpus.jsonl", encoding="utf-8") as f:
+        lines = [next(f) for _ in range(N_PASSAGES)]
+    out.write_text("".join(lines), encoding="utf-8")
+    return out
+
+
+@pytest.fixture(scope="session")
+def nq_queries(shared_data) -> list[str]:
+    from marag.types import iter_jsonl
+
+    return [q["question"] for _, q in iter_jsonl(shared_data / "nq_open.questions.jsonl")][:40]
+
+
+@pytest.fixture(scope="session")
+def bm25_index(nq_corpus, tmp_path_factory) -> Path:
+    from marag.retrieval import build_index
+
+    return build_index(nq_corpus, tmp_path_factory.mktemp("idx") / "bm25", show_progress=False)
+
+
+@pytest.fixture(scope="session")
+def dense_index(nq_corpus, tmp_path_factory) -> Path:
+    from marag.retrieval import build_index
+
+    out = tmp_path_factory.mktemp("idx") / "dense"
+    return build_index(nq_corpus, out, kind="dense", batch_size=DENSE_BATCH, show_progress=False)
+
+
+@pytest.fixture(scope="session")
+def demo_cache(tmp_path_factory) -> Path:
+    """MARAG_CACHE for the session, holding the wiki-demo BM25 index (built once)."""
+    from marag.retrieval.demo import demo_index
+
+    cache = tmp_path_factory.mktemp("cache")
+    old = os.environ.get("MARAG_CACHE")
+    os.environ["MARAG_CACHE"] = str(cache)
+    try:
+        demo_index("bm25")
+        yield cache
+    finally:
+        if old is None:
+            os.environ.pop("MARAG_CACHE", None)
+        else:
+            os.environ["MARAG_CACHE"] = old

@@ -1,0 +1,95 @@
+import shutil
+
+import numpy as np
+import pytest
+
+from marag.corpus import iter_corpus
+from marag.retrieval import BadIndexError, build_index, open_index
+from marag.retrieval.bm25 import BM25Index
+
+
+def test_scores_identical_to_raw_bm25s(bm25_index, nq_queries):
+    import bm25s
+    import Stemmer
+
+    ours = open_index(bm25_index)
+    hits = ours.search_batch(nq_queries, k=10)
+    raw = bm25s.BM25.load(str(bm25_index / "bm25s"), mmap=True)
+    tokens = bm25s.tokenize(nq_queries, stopwords="en", stemmer=Stemmer.Stemmer("english"),
+                            return_ids=False, show_progress=False)
+    rows, scores = raw.retrieve(tokens, k=10, show_progress=False)
+    corpus = list(iter_corpus(ours.manifest["corpus"]["path"]))
+    for h, r, s in zip(hits, rows, scores, strict=True):
+        assert h.ids == [corpus[i].id for i in r]
+        assert h.scores == [float(x) for x in s]  # bit-identical, not approximately equal
+        assert h.passages == [corpus[i] for i in r]
+        assert h.scores == sorted(h.scores, reverse=True)
+    # the gold passage of the first question is nq_open-0 (Nobel prize in physics)
+    assert hits[0].ids[0] == "nq_open-0"
+
+
+def test_index_equals_bm25s_own_indexing(bm25_index, nq_corpus):
+    """The streaming builder writes exactly the matrix bm25s.BM25.index would."""
+    import bm25s
+    import Stemmer
+    from bm25s.tokenization import Tokenizer
+
+    tok = Tokenizer(stopwords="en", stemmer=Stemmer.Stemmer("english"))
+    texts = [f"{p.title}\n{p.text}" for p in iter_corpus(nq_corpus)]
+    ids = tok.tokenize(texts, update_vocab=True, show_progress=False)
+    ref = bm25s.BM25()
+    ref.index((ids, tok.get_vocab_dict()), show_progress=False)
+    ours = bm25s.BM25.load(str(bm25_index / "bm25s"))
+    assert ours.vocab_dict == ref.vocab_dict
+    for key in ("data", "indices", "indptr"):
+        assert np.array_equal(ours.scores[key], ref.scores[key]), key
+        assert ours.scores[key].dtype == ref.scores[key].dtype
+
+
+def test_small_batches_give_the_same_index(bm25_index, nq_corpus, tmp_path):
+    other = build_index(nq_corpus, tmp_path / "b", batch_size=7, show_progress=False)
+    for name in ("data.csc.index.npy", "indices.csc.index.npy", "indptr.csc.index.npy"):
+        assert np.array_equal(np.load(bm25_index / "bm25s" / name), np.load(other / "bm25s" / name))
+
+
+def test_manifest_and_edge_queries(bm25_index):
+    idx = open_index(bm25_index)
+    assert isinstance(idx, BM25Index)
+    m = idx.manifest
+    assert m["kind"] == "bm25" and m["count"] == 200 and m["corpus"]["kind"] == "sha256"
+    assert m["params"]["k1"] == 1.5 and m["marag_version"]
+    big = idx.search_batch(["nobel prize"], k=1000)
+    assert len(big[0].passages) == 200
+    odd = idx.search_batch(["", "zzzqqq unknownword", "the of and"], k=3)
+    assert all(len(h.passages) == 3 and h.scores == [0.0, 0.0, 0.0] for h in odd)
+    assert idx.search_batch([], k=3) == []
+
+
+async def test_async_search(bm25_index):
+    idx = open_index(bm25_index)
+    hits = await idx.search(["first nobel prize in physics"], 2)
+    assert hits[0].ids[0] == "nq_open-0"
+
+
+def test_open_errors(bm25_index, nq_corpus, tmp_path):
+    with pytest.raises(BadIndexError, match="index directory not found"):
+        open_index(tmp_path / "missing")
+    (tmp_path / "empty").mkdir()
+    with pytest.raises(BadIndexError, match="no manifest.json"):
+        open_index(tmp_path / "empty")
+    # a changed corpus is refused; a deleted one is fine (text lives in the index's store)
+    corpus = tmp_path / "c.jsonl"
+    shutil.copy(nq_corpus, corpus)
+    idx = build_index(corpus, tmp_path / "i", show_progress=False)
+    corpus.write_text(corpus.read_text().replace("Nobel", "Nobal"))
+    with pytest.raises(BadIndexError, match="changed since the index was built"):
+        open_index(idx)
+    corpus.unlink()
+    assert open_index(idx).search_batch(["physics nobel"], 1)[0].passages
+
+
+def test_build_errors(tmp_path):
+    with pytest.raises(FileNotFoundError, match="corpus file not found"):
+        build_index(tmp_path / "none.jsonl", tmp_path / "x", show_progress=False)
+    with pytest.raises(ValueError, match="unknown index kind"):
+        build_index(tmp_path / "none.jsonl", tmp_path / "x", kind="splade")
