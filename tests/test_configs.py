@@ -1,0 +1,30 @@
+"""Every shipped config file validates and selects the method its name says."""
+
+from pathlib import Path
+
+import pytest
+
+from marag.config import load_config
+
+CONFIGS = sorted((Path(__file__).resolve().parents[1] / "configs").glob("*.yaml"))
+
+
+def test_configs_exist():
+    names = {p.stem for p in CONFIGS}
+    assert {"jade", "mao-arag", "mmoa-rag", "m-ask", "vanilla", "llm-only"} <= names
+
+
+@pytest.mark.parametrize("path", CONFIGS, ids=[p.stem for p in CONFIGS])
+def test_config_validates(path):
+    cfg = load_config(path)
+    if path.stem in {"jade", "mao-arag", "mmoa-rag", "m-ask", "vanilla", "llm-only"}:
+        assert cfg.method.name == path.stem
+    for role in ("planner", "QR", "AG", "mask.plan"):
+        assert cfg.backend_for(role) in cfg.llms
+
+
+def test_mao_arag_splits_planner_and_executors():
+    cfg = load_config(Path(__file__).resolve().parents[1] / "configs" / "mao-arag.yaml")
+    assert cfg.backend_for("planner") == "policy"
+    assert cfg.backend_for("DS") == "executor"
+    assert cfg.llms["executor"].backend == "openai"
