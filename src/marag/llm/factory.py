@@ -1,0 +1,75 @@
+"""Build LLM backends from configuration.
+
+``make_llms`` builds every entry of ``config.llms``; ``hf`` entries naming the same model,
+device, dtype and cache share one loaded model object (the policy and the executors of a
+JADE run are one backbone, loaded once). The test-only ``scripted`` backend is never built
+from configuration.
+"""
+
+from __future__ import annotations
+
+import logging
+from typing import Any
+
+from marag.config import Config, ConfigError, LLMConfig
+from marag.llm.base import LLM
+
+log = logging.getLogger(__name__)
+
+OPENAI_DEFAULT_URL = "https://api.openai.com/v1"
+
+# (model, device, dtype, cache_dir) -> (torch module, tokenizer)
+_Shared = dict[tuple[str, str, str, str | None], tuple[Any, Any]]
+
+
+def _set_threads(n_threads: int | None) -> None:
+    if n_threads:
+        import torch
+
+        # process-wide: on an oversubscribed CPU fewer torch threads can be much faster
+        torch.set_num_threads(n_threads)
+
+
+def make_llm(cfg: LLMConfig, *, shared: _Shared | None = None) -> LLM:
+    """One backend for one ``llms.<name>`` config entry."""
+    if cfg.backend == "hf":
+        from marag.llm.hf_local import HFBackend
+
+        _set_threads(cfg.n_threads)
+        key = (cfg.model, cfg.device, cfg.dtype, cfg.cache_dir)
+        module = tokenizer = None
+        if shared is not None and key in shared:
+            module, tokenizer = shared[key]
+        backend = HFBackend(cfg.model, device=cfg.device, dtype=cfg.dtype,
+                            max_batch_size=cfg.max_batch_size, batch_wait_ms=cfg.batch_wait_ms,
+                            bf16_autocast=cfg.bf16_autocast, model=module, tokenizer=tokenizer,
+                            cache_dir=cfg.cache_dir)
+        if shared is not None:
+            shared[key] = (backend.module, backend.tokenizer)
+        return backend
+    if cfg.backend == "openai":
+        from marag.llm.openai_http import OpenAIBackend
+
+        return OpenAIBackend(cfg.base_url or OPENAI_DEFAULT_URL, cfg.model,
+                             api_key_env=cfg.api_key_env, max_concurrency=cfg.max_concurrency,
+                             timeout=cfg.timeout, retries=cfg.retries)
+    if cfg.backend == "llamacpp":
+        from marag.llm.llamacpp import LlamaCppBackend
+
+        return LlamaCppBackend(cfg.model, n_ctx=cfg.n_ctx, n_threads=cfg.n_threads,
+                               cache_dir=cfg.cache_dir)
+    if cfg.backend == "scripted":
+        raise ConfigError("backend 'scripted' is a test double; build ScriptedLLM in test code")
+    raise ConfigError(f"unknown LLM backend {cfg.backend!r}")
+
+
+def make_llms(config: Config) -> dict[str, LLM]:
+    """Every configured backend by its name in ``config.llms``."""
+    shared: _Shared = {}
+    out: dict[str, LLM] = {}
+    for name, cfg in config.llms.items():
+        try:
+            out[name] = make_llm(cfg, shared=shared)
+        except ConfigError as e:
+            raise ConfigError(f"llms.{name}: {e}") from None
+    return out
