@@ -35,17 +35,19 @@ async def test_deep_decomposition_stops_at_max_rounds(hotpot_retriever, ctx_for)
     llm = ScriptedLLM({
         "planner": "<workflow>QDS</workflow>",
         "QDS": "<q1>first part?</q1><q2>second part?</q2>",
-        "QR": "<query>second part, rewritten</query>",
+        "QR": "<query>first part, rewritten</query>",
         "AG": "<answer>a guess</answer>",
     })
     ctx = ctx_for(llm, hotpot_retriever, "method.max_depth=10", "method.max_rounds=3")
     t = await run_method("jade", Q, ctx)
     assert t.status == "budget" and t.cost.rounds == 3
     assert t.answer == "a guess"
-    assert [s.role for s in t.steps] == ["planner", "QDS"] * 3 + ["AG"]
+    assert [s.role for s in t.steps] == ["planner", "QDS"] + ["QR", "planner", "QDS"] * 2 + ["AG"]
     assert t.steps[-1].node_id == 0 and t.steps[-1].messages  # AG on the root question
     assert any("max_rounds (3) reached" in n and "AG without documents" in n for n in t.notes)
     assert [n.depth for n in t.nodes] == [0, 1, 1, 2, 2, 3, 3]
+    assert [n.question for n in t.nodes[1:]] == ["first part, rewritten", "second part?"] * 2 + [
+        "first part?", "second part?"]
 
 
 async def test_budget_answer_summarises_solved_sub_questions(hotpot_retriever, ctx_for):
@@ -53,13 +55,15 @@ async def test_budget_answer_summarises_solved_sub_questions(hotpot_retriever, c
         "planner": ["<workflow>QDS</workflow>", "<workflow>R, AG</workflow>"],
         "QDS": "<q1>When was Arthur's Magazine started?</q1><q2>When was First for Women "
                "started?</q2><q3>Which is earlier?</q3>",
+        "QR": "no tags here",
         "AG": "<answer>1844</answer>",
         "AS": "<answer>Arthur's Magazine</answer>",
     })
     ctx = ctx_for(llm, hotpot_retriever, "method.max_rounds=2")
     t = await run_method("jade", Q, ctx)
     assert t.status == "budget" and t.answer == "Arthur's Magazine"
-    assert [s.role for s in t.steps] == ["planner", "QDS", "planner", "R", "AG", "AS"]
+    assert [s.role for s in t.steps] == ["planner", "QDS", "QR", "planner", "R", "AG", "AS"]
+    assert not t.steps[2].valid  # an invalid rewrite leaves the sub-question as it was
     as_prompt = t.steps[-1].messages[-1]["content"]
     assert "When was Arthur's Magazine started?" in as_prompt and "1844" in as_prompt
     assert "First for Women started" not in as_prompt  # unsolved sub-questions are left out

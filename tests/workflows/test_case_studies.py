@@ -21,7 +21,8 @@ async def test_jade_serial_decomposition_heritage(hotpot_retriever, ctx_for):
         "planner": ["<workflow>QDS</workflow>", "<workflow>R, AG</workflow>",
                     "<workflow>R, DS, AG</workflow>"],
         "QDS": f"<q1>{SUB1}</q1><q2>{SUB2}</q2>",
-        "QR": "<query>Heritage of Fred Astaire</query>",
+        "QR": ["<query>Actor who first performed Something's Gotta Give</query>",
+               "<query>Heritage of Fred Astaire</query>"],
         "AG": ["<answer>Fred Astaire</answer>", "<answer>American</answer>"],
         "DS": "<id>Document0, Document1, Document2, Document4</id>",
         "AS": "<answer>American</answer>",
@@ -32,20 +33,23 @@ async def test_jade_serial_decomposition_heritage(hotpot_retriever, ctx_for):
     assert t.answer == "American"
     assert roles_of(t) == [
         ("planner", 0, 1), ("QDS", 0, 1),
-        ("planner", 1, 2), ("R", 1, 2), ("AG", 1, 2),
+        ("QR", 1, 2), ("planner", 1, 2), ("R", 1, 2), ("AG", 1, 2),
         ("QR", 2, 3), ("planner", 2, 3), ("R", 2, 3), ("DS", 2, 3), ("AG", 2, 3),
         ("AS", 0, 4),
     ]
     root, n1, n2 = t.nodes
     assert root.workflow == ["QDS"] and root.children == [1, 2] and root.answer == "American"
     assert (n1.kind, n1.depth, n1.parent, n1.answer) == ("serial", 1, 0, "Fred Astaire")
+    assert n1.question == "Actor who first performed Something's Gotta Give"
+    assert SUB1 in t.steps[2].messages[-1]["content"]  # QR saw the sub-question...
+    assert n1.question in t.steps[3].messages[-1]["content"]  # ...and the planner its rewrite
     # the second sub-question was made self-contained with the first one's answer
     assert n2.question == "Heritage of Fred Astaire" and n2.answer == "American"
     assert n2.workflow == ["R", "DS", "AG"]
-    qr = t.steps[5]
+    qr = t.steps[6]
     assert "Fred Astaire" in qr.messages[-1]["content"] and SUB2 in qr.messages[-1]["content"]
     # DS kept documents 0, 1, 2, 4 of the five retrieved for the rewritten query
-    r2, ds, ag2 = t.steps[7], t.steps[8], t.steps[9]
+    r2, ds, ag2 = t.steps[8], t.steps[9], t.steps[10]
     assert r2.raw == "Heritage of Fred Astaire" and len(r2.doc_ids) == 5
     assert ds.parsed == [0, 1, 2, 4] and ds.valid
     kept_titles = [r2.parsed["titles"][i] for i in (0, 1, 2, 4)]
@@ -53,7 +57,7 @@ async def test_jade_serial_decomposition_heritage(hotpot_retriever, ctx_for):
     ag_prompt = ag2.messages[-1]["content"]
     assert all(title in ag_prompt for title in kept_titles) and dropped not in ag_prompt
     assert all(s.valid for s in t.steps)
-    assert t.cost.llm_calls == 9 and t.cost.retrieval_calls == 2 and t.cost.rounds == 4
+    assert t.cost.llm_calls == 10 and t.cost.retrieval_calls == 2 and t.cost.rounds == 4
     assert t.cost.prompt_tokens == sum(s.prompt_tokens for s in t.steps)
     assert t.cost.completion_tokens == sum(s.completion_tokens for s in t.steps) > 0
     assert [c[0] for c in llm.calls] == [s.role for s in t.steps if s.role != "R"]

@@ -6,9 +6,11 @@ solved. A fresh node gets a planner call; its workflow either solves it (an orde
 ``QR, R, DS, AG``) or decomposes it (``QDS``/``QDP``: children are appended and the round ends).
 A node whose children are all solved is answered by ``AS`` in a round of its own (as in
 MAO-ARAG's case study, where the summary is a turn of its own). Fresh parallel siblings are
-planned and solved concurrently in a single round, each with its own planner call. A serial
-child after the first is first made self-contained by ``QR`` from its solved siblings'
-(sub-question, answer) pairs; the rewrite becomes the node's question.
+planned and solved concurrently in a single round, each with its own planner call. Each
+serial child is first rewritten by ``QR`` with its solved earlier siblings' (sub-question,
+answer) pairs as context (none for the first child), as in JADE's serial case study; a valid
+rewrite becomes the node's question, so planner, retrieval and AG all see the
+self-contained form.
 
 Rules where the papers are silent:
 
@@ -149,8 +151,6 @@ async def _self_contain(run: Run, node: Node) -> None:
     nodes = run.trace.nodes
     sibs = nodes[node.parent].children  # type: ignore[index]
     done = [(nodes[s].question, nodes[s].answer or "") for s in sibs[: sibs.index(node.id)]]
-    if not done:
-        return
     p, _ = await run.call("QR", node.id, question=node.question, context=done)
     if p.valid and isinstance(p.value, str) and p.value.strip():
         node.question = p.value.strip()
