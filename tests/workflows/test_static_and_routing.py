@@ -118,3 +118,11 @@ async def test_roles_run_on_their_mapped_backends(hotpot_retriever, ctx_for):
     # one dollar per prompt token of the priced executor model, none for the planner's
     exe_prompt = sum(s.prompt_tokens for s in t.steps if s.model == "exe")
     assert t.cost.money == pytest.approx(exe_prompt)
+
+
+async def test_money_uses_list_prices_for_api_models(ctx_for):
+    llm = ScriptedLLM({"AG": "<answer>yes</answer>"}, model="gpt-4o-mini-2024-07-18")
+    t = await run_method("llm-only", HQ, ctx_for(llm, None))
+    s = t.steps[0]
+    assert s.prompt_tokens > 0 and s.completion_tokens > 0
+    assert t.cost.money == pytest.approx((0.15 * s.prompt_tokens + 0.60 * s.completion_tokens) / 1e6)

@@ -22,8 +22,9 @@ from collections.abc import Awaitable, Callable, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
-from marag.config import Config, ConfigError
+from marag.config import Config, ConfigError, Price
 from marag.llm.base import LLM, LLMError, SamplingParams, current_role
+from marag.llm.pricing import find_price
 from marag.metrics import score
 from marag.retrieval.base import RetrievalError, Retriever
 from marag.roles.base import Parsed, Role
@@ -58,12 +59,19 @@ class Context:
     retriever: Retriever | None = None
     logprobs: bool = False
     _routes: dict[str, Route] = field(default_factory=dict, repr=False)
+    _prices: dict[str, Price | None] = field(default_factory=dict, repr=False)
 
     def route(self, role_name: str) -> Route:
         r = self._routes.get(role_name)
         if r is None:
             r = self._routes[role_name] = self._resolve(role_name)
         return r
+
+    def price(self, model: str) -> Price | None:
+        """The config's price for ``model`` (or a built-in list price), cached per model."""
+        if model not in self._prices:
+            self._prices[model] = find_price(model, self.config.prices)
+        return self._prices[model]
 
     def _resolve(self, role_name: str) -> Route:
         from marag.roles import get_role
@@ -184,7 +192,7 @@ class Run:
         cost.llm_calls += 1
         cost.prompt_tokens += c.prompt_tokens
         cost.completion_tokens += c.completion_tokens
-        price = self.ctx.config.prices.get(model)
+        price = self.ctx.price(model)
         if price is not None:
             cost.money += (c.prompt_tokens * price.prompt_per_million
                            + c.completion_tokens * price.completion_per_million) / 1e6
