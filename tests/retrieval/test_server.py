@@ -6,6 +6,7 @@ first a small word-overlap retriever written here, then a real BM25 index when i
 
 from __future__ import annotations
 
+import asyncio
 import json
 import re
 import threading
@@ -242,3 +243,75 @@ def test_responses_are_plain_json(overlap):
     r = client_for(overlap).post("/retrieve", json={"queries": QUERIES[:1], "return_scores": True})
     assert r.headers["content-type"].startswith("application/json")
     json.loads(r.content)  # strict JSON: no NaN/Infinity tokens
+
+
+class Recording(Retriever):
+    """Wraps a retriever, records each search_batch call and holds it for ``delay`` seconds."""
+
+    name = "recording"
+
+    def __init__(self, inner: Retriever, delay: float = 0.0) -> None:
+        self.inner, self.delay, self.batches = inner, delay, []
+
+    def search_batch(self, queries, k):
+        self.batches.append((list(queries), k))
+        import time
+
+        time.sleep(self.delay)
+        return self.inner.search_batch(queries, k)
+
+
+async def test_concurrent_requests_are_merged_into_shared_search_calls(overlap):
+    from marag.retrieval.coalesce import Coalescer
+
+    rec = Recording(overlap, delay=0.05)
+    coalescer = Coalescer(rec.search_batch, concurrency=1)
+    asks = [([QUERIES[i % 4]], 2 + i % 2) for i in range(9)] + [(QUERIES[:3], 2)]
+    results = await asyncio.gather(*(coalescer.submit(q, k) for q, k in asks))
+    # everything was queued before the one worker started: one call per distinct k
+    assert sorted(k for _, k in rec.batches) == [2, 3]
+    assert sum(len(q) for q, _ in rec.batches) == 12
+    for (queries, k), hits in zip(asks, results):
+        assert [h.query for h in hits] == queries
+        assert [h.ids for h in hits] == [h.ids for h in overlap.search_batch(queries, k)]
+
+
+async def test_merged_batches_respect_max_batch_and_share_failures(overlap):
+    from marag.retrieval.coalesce import Coalescer
+
+    rec = Recording(overlap)
+    coalescer = Coalescer(rec.search_batch, concurrency=1, max_batch=4)
+    results = await asyncio.gather(*(coalescer.submit(QUERIES[:3], 1) for _ in range(3)))
+    assert [len(q) for q, _ in rec.batches] == [3, 3, 3]  # 3 + 3 > 4: no merge
+    assert all(len(r) == 3 for r in results)
+
+    coalescer = Coalescer(Broken().search_batch, concurrency=1)
+    outcomes = await asyncio.gather(*(coalescer.submit(["q"], 1) for _ in range(3)), return_exceptions=True)
+    assert all(isinstance(o, OSError) for o in outcomes)
+    assert coalescer.calls == 1
+
+
+def test_server_merges_concurrent_http_requests(overlap):
+    rec = Recording(overlap, delay=0.2)
+    app = create_app(rec, concurrency=1)
+    http = TestClient(app)
+
+    async def fire():
+        import httpx
+
+        transport = httpx.ASGITransport(app=app)
+        async with httpx.AsyncClient(transport=transport, base_url="http://t") as client:
+            return await asyncio.gather(*(
+                client.post("/retrieve", json={"queries": [q], "topk": 2, "return_scores": True})
+                for q in QUERIES * 2
+            ))
+
+    responses = asyncio.run(fire())
+    assert all(r.status_code == 200 for r in responses)
+    assert len(rec.batches) < len(responses)
+    for r, q in zip(responses, QUERIES * 2):
+        ids = [item["document"]["id"] for item in r.json()["result"][0]]
+        assert ids == overlap.search_batch([q], 2)[0].ids
+    # the app still retrieves on another event loop (the first one is closed by now)
+    r = http.post("/retrieve", json={"queries": [QUERIES[0]], "topk": 2})
+    assert r.status_code == 200 and len(r.json()["result"][0]) == 2

@@ -21,14 +21,14 @@ from __future__ import annotations
 import json
 import logging
 import math
-import threading
+from functools import partial
 from typing import Any
 
 from fastapi import FastAPI, Request
 from fastapi.responses import JSONResponse
-from starlette.concurrency import run_in_threadpool
 
 from marag.retrieval.base import Retriever
+from marag.retrieval.coalesce import Coalescer
 from marag.types import Hits
 
 log = logging.getLogger(__name__)
@@ -158,11 +158,12 @@ def create_app(
     concurrency: int = 4,
     kind: str | None = None,
 ) -> FastAPI:
-    """Build the app. ``concurrency`` bounds how many batches search at once in worker threads
-    (retrieval is CPU- or memory-bound, so more threads only add contention)."""
+    """Build the app. At most ``concurrency`` searches run at once, in worker threads
+    (retrieval is CPU- or memory-bound, so more threads only add contention); requests arriving
+    while all are busy are merged into shared ``search_batch`` calls (see ``coalesce``)."""
     app = FastAPI(title="marag retrieval server")
-    # a thread semaphore, not an asyncio one, so the app is not tied to the first event loop
-    gate = threading.BoundedSemaphore(concurrency)
+    coalescer = Coalescer(partial(run_search, retriever), concurrency=concurrency, max_batch=max_batch)
+    app.state.coalescer = coalescer
     index_kind = kind or getattr(retriever, "kind", None) or retriever.name
 
     async def read_body(request: Request) -> dict[str, Any]:
@@ -176,12 +177,8 @@ def create_app(
         return body
 
     async def searched(queries: list[str], k: int) -> list[Hits]:
-        def gated() -> list[Hits]:
-            with gate:
-                return run_search(retriever, queries, k)
-
         try:
-            return await run_in_threadpool(gated)
+            return await coalescer.submit(queries, k)
         except Exception as e:
             log.exception("retrieval failed for %d queries (k=%d)", len(queries), k)
             raise ServerFailure(f"retrieval failed: {type(e).__name__}: {e}") from e
