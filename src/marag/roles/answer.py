@@ -10,29 +10,31 @@ from marag.roles.render import DEFAULT_DOC_WORDS, chat, render_docs, render_pair
 from marag.roles.tags import find_first, first_line
 from marag.types import Passage
 
+_ASK = "Answer in a few words, inside <answer></answer>:"
+
 _AG_DOCS = """Answer the question using the documents. Give only the answer, a few words \
 long, inside <answer></answer>. If the documents do not say, give your best guess."""
 
 _AG_NO_DOCS = """Answer the question from what you know. Give only the answer, a few words \
 long, inside <answer></answer>."""
 
-_AG_EX_DOCS = """Document0: (Mount Everest) Mount Everest is Earth's highest mountain above \
+_AG_EX_DOCS = f"""Document0: (Mount Everest) Mount Everest is Earth's highest mountain above \
 sea level, on the border of Nepal and China.
 Document1: (K2) K2 is the second-highest mountain on Earth.
 Question: What is the highest mountain on Earth?
-Answer:"""
+{_ASK}"""
 
-_AG_EX_NO_DOCS = "Question: What is the capital of France?\nAnswer:"
+_AG_EX_NO_DOCS = "Question: What is the capital of France?\n" + _ASK
 
 _AS = """A question was split into sub-questions that are already answered. Combine their \
 answers to answer the original question. Give only the answer, a few words long, inside \
 <answer></answer>."""
 
-_AS_EX = """Original question: Which country is the director of the film Jaws from?
+_AS_EX = f"""Original question: Which country is the director of the film Jaws from?
 Solved sub-questions:
 1. Who directed Jaws? -> Steven Spielberg
 2. Which country is Steven Spielberg from? -> United States
-Answer:"""
+{_ASK}"""
 
 
 def build_ag(
@@ -40,15 +42,15 @@ def build_ag(
 ) -> Messages:
     q = question.strip()
     if docs:
-        user = f"{render_docs(docs, max_words)}\nQuestion: {q}\nAnswer:"
+        user = f"{render_docs(docs, max_words)}\nQuestion: {q}\n{_ASK}"
         return chat(_AG_DOCS, _AG_EX_DOCS, "<answer>Mount Everest</answer>", user)
-    return chat(_AG_NO_DOCS, _AG_EX_NO_DOCS, "<answer>Paris</answer>", f"Question: {q}\nAnswer:")
+    return chat(_AG_NO_DOCS, _AG_EX_NO_DOCS, "<answer>Paris</answer>", f"Question: {q}\n{_ASK}")
 
 
 def build_as(question: str, pairs: Sequence[Sequence[str]]) -> Messages:
     user = (
         f"Original question: {question.strip()}\nSolved sub-questions:\n"
-        f"{render_pairs(pairs)}\nAnswer:"
+        f"{render_pairs(pairs)}\n{_ASK}"
     )
     return chat(_AS, _AS_EX, "<answer>United States</answer>", user)
 

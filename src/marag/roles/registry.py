@@ -2,15 +2,25 @@
 
 from __future__ import annotations
 
-from marag.roles import answer, planner
+from marag.roles import answer, decompose, mask, planner, rewrite, select
 from marag.roles.base import Role
 
 ROLES: dict[str, Role] = {
     r.name: r
     for r in (
         planner.ROLE,
+        rewrite.ROLE,
+        decompose.QDS,
+        decompose.QDP,
+        select.ROLE,
         answer.AG,
         answer.AS,
+        decompose.MMOA_QR,
+        mask.PLAN,
+        mask.SEARCH,
+        mask.SUMMARY,
+        mask.UPDATE,
+        mask.ANSWER,
     )
 }
 

@@ -41,8 +41,10 @@ def render_pairs(pairs: Iterable[Sequence[str]]) -> str:
 
 def render_state(state: Iterable[Sequence[str]]) -> str:
     """An M-ASK knowledge state: pairs keyed t1, t2, ... (the keys the update role names)."""
+    # One line per field: on a single "Q | A" line small models ran on past the answer.
     lines = [
-        f"t{i}: Q: {_one_line(q)} | A: {_one_line(a)}" for i, (q, a) in enumerate(_pairs(state), 1)
+        f"t{i} question: {_one_line(q)}\nt{i} answer: {_one_line(a)}"
+        for i, (q, a) in enumerate(_pairs(state), 1)
     ]
     return "\n".join(lines) if lines else "(empty)"
 
