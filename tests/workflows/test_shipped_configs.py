@@ -1,0 +1,40 @@
+"""Every shipped config drives its method through the engine: each configured backend name is
+stood in for by a scripted backend, and each receives only the roles the config maps to it."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+
+from marag.config import load_config
+from marag.llm.scripted import ScriptedLLM
+from marag.types import Question
+from marag.workflows import Context, run_method
+
+CONFIGS = sorted((Path(__file__).resolve().parents[2] / "configs").glob("*.yaml"))
+REPLIES = {
+    "planner": "<workflow>QR, R, DS, AG</workflow>", "QR": "<query>nationality</query>",
+    "QDS": "<q1>a?</q1>", "QDP": "<q1>a?</q1>", "DS": "<id>0</id>",
+    "AG": "<answer>yes</answer>", "AS": "<answer>yes</answer>", "mmoa.QR": "<q1>a?</q1>",
+    "mask.plan": "<q1>a?</q1><a1>unknown</a1><predicted_answer>unknown</predicted_answer>",
+    "mask.search": ["<search>Scott Derrickson</search>", "<end>"],
+    "mask.summary": "<evidence>American</evidence>", "mask.update": "<Update>t1</Update>",
+    "mask.answer": "<predicted_answer>yes</predicted_answer>",
+}
+
+
+@pytest.mark.parametrize("path", CONFIGS, ids=lambda p: p.stem)
+async def test_shipped_config_runs_its_method(path, hotpot_retriever):
+    cfg = load_config(path)
+    llms = {name: ScriptedLLM(dict(REPLIES)) for name in cfg.llms}
+    ctx = Context(llms=llms, config=cfg, retriever=hotpot_retriever)
+    q = Question("cfg", "Were Scott Derrickson and Ed Wood of the same nationality?", ["yes"])
+    t = await run_method(cfg.method.name, q, ctx)
+    assert t.status == "ok", t.error
+    assert t.answer == "yes" and t.metrics["em"] == 1.0
+    assert all(s.valid for s in t.steps), [(s.role, s.reason) for s in t.steps if not s.valid]
+    for name, llm in llms.items():
+        for role, _ in llm.calls:
+            assert cfg.backend_for(role) == name
+    assert sum(len(llm.calls) for llm in llms.values()) == t.cost.llm_calls > 0
