@@ -87,16 +87,24 @@ def _score_matrix(counts: _Counts, n_vocab: int, k1: float, b: float, method: st
     idf_fn = _select_idf_scorer(method)
     # math.log per term keeps the idf bit-identical to bm25s (np.log may differ in the last ulp)
     idf = np.array([idf_fn(int(d), N=n_docs) if d else 0.0 for d in df], dtype=np.float32)
-    tf64 = tf.astype(np.float32).astype(np.float64)
-    l_d = lengths[doc].astype(np.float64)
-    if method == "atire":
-        tfc = (tf64 * (k1 + 1)) / (tf64 + k1 * (1 - b + b * l_d / avg_len))
-    else:
-        tfc = tf64 / (k1 * ((1 - b) + b * l_d / avg_len) + tf64)
-    del tf64, l_d, tf
-    data = (idf[tok].astype(np.float64) * tfc).astype(np.float32)
-    del tfc
-    order = np.argsort((tok.astype(np.int64) << 32) | doc.astype(np.int64))
+    # float64 temporaries are made a chunk at a time: at wiki scale the whole-array versions
+    # would cost 24 bytes per (doc, token) pair on top of the index itself
+    data = np.empty(len(tok), dtype=np.float32)
+    step = 1 << 22
+    for lo in range(0, len(tok), step):
+        sl = slice(lo, lo + step)
+        tf64 = tf[sl].astype(np.float32).astype(np.float64)
+        l_d = lengths[doc[sl]].astype(np.float64)
+        if method == "atire":
+            tfc = (tf64 * (k1 + 1)) / (tf64 + k1 * (1 - b + b * l_d / avg_len))
+        else:
+            tfc = tf64 / (k1 * ((1 - b) + b * l_d / avg_len) + tf64)
+        data[sl] = idf[tok[sl]].astype(np.float64) * tfc
+    del tf, lengths
+    # entries arrive ordered by doc, so a stable sort on the token alone gives bm25s's
+    # (token, doc) column order with a 4-byte key instead of a packed 8-byte one
+    order = np.argsort(tok, kind="stable")
+    del tok
     indptr = np.zeros(n_vocab + 1, dtype=np.int64)
     np.cumsum(df, out=indptr[1:])
     return {"data": data[order], "indices": doc[order], "indptr": indptr, "num_docs": n_docs}
