@@ -1,0 +1,199 @@
+"""The ``openai`` backend: any OpenAI-compatible ``/chat/completions`` server.
+
+vLLM, SGLang, the llama.cpp server, Ollama, OpenAI itself and ``marag serve-llm`` all speak
+this protocol. One HTTP request per conversation; at most ``max_concurrency`` in flight.
+Rate limits (429), server errors (5xx), connection errors and timeouts are retried with
+exponential backoff plus jitter, honouring ``Retry-After``; other 4xx answers fail at once
+with the server's message. Every attempt is bounded by ``timeout`` seconds in total, so a
+server that accepts the connection and never answers cannot hang a run.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import logging
+import os
+import random
+import time
+from typing import Any
+
+import httpx
+
+from marag.llm.base import LLMError, Messages, SamplingParams
+from marag.types import Completion
+
+log = logging.getLogger(__name__)
+
+RETRY_STATUS = frozenset({408, 409, 429}) | frozenset(range(500, 600))
+MAX_RETRY_AFTER = 60.0
+
+
+class _Retryable(Exception):
+    def __init__(self, message: str, retry_after: float | None = None) -> None:
+        super().__init__(message)
+        self.retry_after = retry_after
+
+
+class OpenAIBackend:
+    name = "openai"
+
+    def __init__(self, base_url: str, model: str, *, api_key_env: str = "OPENAI_API_KEY",
+                 max_concurrency: int = 16, timeout: float = 120.0, retries: int = 3,
+                 backoff: float = 0.5) -> None:
+        if max_concurrency < 1:
+            raise LLMError(f"max_concurrency must be >= 1, got {max_concurrency}")
+        self.model = model
+        self.url = base_url.rstrip("/") + "/chat/completions"
+        self.api_key_env = api_key_env
+        self.max_concurrency = max_concurrency
+        self.timeout = timeout
+        self.retries = retries
+        self.backoff = backoff
+        self._client: httpx.AsyncClient | None = None
+        self._sem: asyncio.Semaphore | None = None
+        self._loop: asyncio.AbstractEventLoop | None = None
+        self._warned_allowed = False
+
+    def _headers(self) -> dict[str, str]:
+        headers = {"Content-Type": "application/json"}
+        key = os.environ.get(self.api_key_env, "")
+        if key:  # local servers need no key
+            headers["Authorization"] = f"Bearer {key}"
+        return headers
+
+    def _session(self) -> tuple[httpx.AsyncClient, asyncio.Semaphore]:
+        loop = asyncio.get_running_loop()
+        if self._client is None or self._loop is not loop:
+            # httpx connections and asyncio semaphores belong to one event loop
+            self._loop = loop
+            limits = httpx.Limits(max_connections=self.max_concurrency,
+                                  max_keepalive_connections=self.max_concurrency)
+            self._client = httpx.AsyncClient(timeout=self.timeout, limits=limits)
+            self._sem = asyncio.Semaphore(self.max_concurrency)
+        assert self._sem is not None
+        return self._client, self._sem
+
+    def body(self, messages: Messages, params: SamplingParams) -> dict[str, Any]:
+        """The JSON request for one conversation."""
+        body: dict[str, Any] = {
+            "model": self.model,
+            "messages": messages,
+            "temperature": params.temperature,
+            "top_p": params.top_p,
+            "max_tokens": params.max_tokens,
+        }
+        if params.stop:
+            body["stop"] = list(params.stop)
+        if params.seed is not None:
+            body["seed"] = params.seed
+        if params.logprobs:
+            body["logprobs"] = True
+        return body
+
+    async def generate(self, batch: list[Messages], params: SamplingParams) -> list[Completion]:
+        if params.allowed_text and not self._warned_allowed:
+            log.warning("openai backend cannot restrict decoding to allowed_text; ignoring it")
+            self._warned_allowed = True
+        client, sem = self._session()
+        return list(await asyncio.gather(*(self._one(client, sem, m, params) for m in batch)))
+
+    async def _one(self, client: httpx.AsyncClient, sem: asyncio.Semaphore, messages: Messages,
+                   params: SamplingParams) -> Completion:
+        body = self.body(messages, params)
+        t0 = time.perf_counter()
+        last = ""
+        for attempt in range(self.retries + 1):
+            try:
+                async with sem:
+                    data = await self._post(client, body)
+                return self._completion(data, time.perf_counter() - t0)
+            except _Retryable as e:
+                last = str(e)
+                if attempt == self.retries:
+                    break
+                delay = self.backoff * (2 ** attempt) * (1.0 + random.random())
+                if e.retry_after is not None:
+                    delay = max(delay, min(e.retry_after, MAX_RETRY_AFTER))
+                log.warning("%s: %s; retry %d/%d in %.2fs", self.url, last, attempt + 1,
+                            self.retries, delay)
+                await asyncio.sleep(delay)
+        raise LLMError(f"{self.url}: no answer after {self.retries + 1} attempt(s); last error: "
+                       f"{last}")
+
+    async def _post(self, client: httpx.AsyncClient, body: dict[str, Any]) -> dict[str, Any]:
+        try:
+            async with asyncio.timeout(self.timeout):
+                resp = await client.post(self.url, json=body, headers=self._headers())
+        except (TimeoutError, httpx.TimeoutException):
+            raise _Retryable(f"timed out after {self.timeout:g}s") from None
+        except httpx.TransportError as e:
+            raise _Retryable(f"connection error: {type(e).__name__}: {e}") from None
+        if resp.status_code in RETRY_STATUS:
+            raise _Retryable(f"HTTP {resp.status_code}: {_server_message(resp)}",
+                             _retry_after(resp))
+        if resp.status_code >= 400:
+            raise LLMError(f"{self.url}: HTTP {resp.status_code}: {_server_message(resp)}")
+        try:
+            data = resp.json()
+        except json.JSONDecodeError:
+            raise LLMError(f"{self.url}: response is not JSON: {resp.text[:200]!r}") from None
+        if not isinstance(data, dict):
+            raise LLMError(f"{self.url}: response is not a JSON object: {resp.text[:200]!r}")
+        return data
+
+    def _completion(self, data: dict[str, Any], latency: float) -> Completion:
+        try:
+            choice = data["choices"][0]
+            message = choice.get("message") or {}
+            text = message.get("content") or ""
+        except (KeyError, IndexError, TypeError, AttributeError):
+            raise LLMError(f"{self.url}: response has no choices[0].message: "
+                           f"{json.dumps(data)[:200]}") from None
+        usage = data.get("usage") or {}
+        logprobs = None
+        content = (choice.get("logprobs") or {}).get("content")
+        if isinstance(content, list):
+            logprobs = [float(t["logprob"]) for t in content if isinstance(t, dict)
+                        and isinstance(t.get("logprob"), (int, float))]
+        return Completion(
+            text=text,
+            finish_reason=choice.get("finish_reason") or "stop",
+            prompt_tokens=int(usage.get("prompt_tokens") or 0),
+            completion_tokens=int(usage.get("completion_tokens") or 0),
+            logprobs=logprobs,
+            model=str(data.get("model") or self.model),
+            latency=latency,
+        )
+
+    async def aclose(self) -> None:
+        client, self._client = self._client, None
+        if client is not None:
+            try:
+                await client.aclose()
+            except RuntimeError:  # its event loop is already closed
+                pass
+
+
+def _server_message(resp: httpx.Response) -> str:
+    try:
+        data = resp.json()
+    except (json.JSONDecodeError, UnicodeDecodeError):
+        return resp.text[:500] or resp.reason_phrase
+    if isinstance(data, dict):
+        err = data.get("error", data.get("detail"))
+        if isinstance(err, dict) and "message" in err:
+            return str(err["message"])[:500]
+        if err is not None:
+            return json.dumps(err)[:500] if not isinstance(err, str) else err[:500]
+    return resp.text[:500]
+
+
+def _retry_after(resp: httpx.Response) -> float | None:
+    value = resp.headers.get("retry-after")
+    if value is None:
+        return None
+    try:
+        return max(0.0, float(value))
+    except ValueError:
+        return None  # an HTTP date; the exponential backoff applies instead

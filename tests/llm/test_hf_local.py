@@ -1,0 +1,137 @@
+import asyncio
+
+import pytest
+import torch
+
+from marag.llm.base import LLM, LLMError, SamplingParams
+from marag.llm.hf_local import HFBackend
+
+QUESTIONS = [
+    "What is the capital of France?",
+    "Who wrote Hamlet?",
+    "hi",
+    "Document0: The Eiffel Tower is in Paris. Document1: Mount Everest is in Nepal. Which?",
+    "<workflow>R, AG</workflow>",
+]
+CONVS = [[{"role": "system", "content": "Be brief."}, {"role": "user", "content": q}]
+         for q in QUESTIONS]
+
+
+@pytest.fixture()
+def backend(tiny):
+    model, tok = tiny
+    return HFBackend("tiny", model=model, tokenizer=tok, max_batch_size=16, batch_wait_ms=20)
+
+
+async def test_batched_greedy_equals_one_by_one(backend):
+    assert isinstance(backend, LLM)
+    p = SamplingParams(max_tokens=24)
+    alone = [(await backend.generate([c], p))[0] for c in CONVS]
+    assert backend.batches_run == len(CONVS)
+    together = await backend.generate(CONVS, p)
+    assert backend.batches_run == len(CONVS) + 1  # all five in one forward batch
+    for a, b in zip(alone, together):
+        assert a.token_ids == b.token_ids
+        assert a.text == b.text
+        assert a.logprobs == pytest.approx(b.logprobs, abs=1e-4)
+
+
+async def test_concurrent_callers_share_batches(backend):
+    p = SamplingParams(max_tokens=8)
+    results = await asyncio.gather(*(backend.generate([c], p) for c in CONVS * 2))
+    assert len(results) == 10 and all(len(r) == 1 for r in results)
+    assert backend.rows_run == 10
+    assert backend.batches_run < 10
+
+
+async def test_token_counts_text_and_logprobs_match_the_model(backend, tiny):
+    model, tok = tiny
+    [c] = await backend.generate([CONVS[0]], SamplingParams(max_tokens=12))
+    text = tok.apply_chat_template(CONVS[0], add_generation_prompt=True, tokenize=False)
+    prompt_ids = tok(text, add_special_tokens=False)["input_ids"]
+    assert c.prompt_token_ids == prompt_ids and c.prompt_tokens == len(prompt_ids)
+    assert c.completion_tokens == len(c.token_ids) == len(c.logprobs) == 12
+    assert c.finish_reason == "length"
+    assert c.text == tok.decode(c.token_ids, skip_special_tokens=True)
+    # teacher-forced recomputation: the logprob of each generated token under the full model
+    ids = torch.tensor([prompt_ids + c.token_ids])
+    with torch.no_grad():
+        logits = model(ids).logits[0, len(prompt_ids) - 1:-1]
+    expected = torch.log_softmax(logits.float(), -1)[torch.arange(12), torch.tensor(c.token_ids)]
+    assert c.logprobs == pytest.approx(expected.tolist(), abs=1e-4)
+    assert c.token_ids == logits.argmax(-1).tolist()  # greedy
+
+
+async def test_sampled_logprobs_are_under_the_temperature(backend, tiny):
+    model, _ = tiny
+    p = SamplingParams(max_tokens=6, temperature=0.5, seed=11)
+    [c] = await backend.generate([CONVS[1]], p)
+    ids = torch.tensor([c.prompt_token_ids + c.token_ids])
+    with torch.no_grad():
+        logits = model(ids).logits[0, c.prompt_tokens - 1:-1]
+    expected = torch.log_softmax(logits / 0.5, -1)[torch.arange(6), torch.tensor(c.token_ids)]
+    assert c.logprobs == pytest.approx(expected.tolist(), abs=1e-4)
+
+
+async def test_seeded_sampling_is_reproducible_alone_or_batched(backend):
+    p = SamplingParams(max_tokens=16, temperature=1.0, seed=123)
+    [alone] = await backend.generate([CONVS[2]], p)
+    batched = await backend.generate([CONVS[0], CONVS[2], CONVS[3]], p)
+    assert batched[1].token_ids == alone.token_ids
+    [other] = await backend.generate([CONVS[2]], p.replace(seed=124))
+    assert other.token_ids != alone.token_ids
+    # a vanishing top_p keeps only the best token: sampling degenerates to greedy
+    [narrow] = await backend.generate([CONVS[2]], p.replace(top_p=1e-9))
+    [greedy] = await backend.generate([CONVS[2]], SamplingParams(max_tokens=16))
+    assert narrow.token_ids == greedy.token_ids
+
+
+async def test_stop_strings_cut_text_and_end_the_row_early(backend):
+    [full] = await backend.generate([CONVS[0]], SamplingParams(max_tokens=30))
+    stop = full.text[6:9]
+    assert len(stop) == 3 and full.text.index(stop) <= 6
+    cut, untouched = await backend.generate(
+        [CONVS[0], CONVS[1]], SamplingParams(max_tokens=30, stop=(stop, "never-seen")))
+    assert cut.text == full.text[: full.text.index(stop)]
+    assert cut.finish_reason == "stop"
+    assert cut.completion_tokens < full.completion_tokens
+    assert cut.token_ids == full.token_ids[: cut.completion_tokens]
+    [plain] = await backend.generate([CONVS[1]], SamplingParams(max_tokens=30))
+    assert untouched.token_ids == plain.token_ids  # other rows keep decoding
+
+
+async def test_allowed_text_restricts_tokens(backend, tiny):
+    _, tok = tiny
+    allowed = ("<id>", "</id>", "0", "1", "2", ", ")
+    [c] = await backend.generate([CONVS[3]], SamplingParams(max_tokens=20, allowed_text=allowed))
+    ok = {t for s in allowed for t in tok(s, add_special_tokens=False)["input_ids"]}
+    ok.add(tok.eos_token_id)
+    assert c.token_ids and set(c.token_ids) <= ok
+    assert set(c.text) <= set("".join(allowed))
+    # only EOS allowed: the row ends at once with an empty answer
+    [e] = await backend.generate([CONVS[3]], SamplingParams(max_tokens=20,
+                                                             allowed_text=("<|im_end|>",)))
+    assert e.token_ids == [tok.eos_token_id] and e.text == "" and e.finish_reason == "stop"
+
+
+async def test_bad_requests_fail_clearly(backend):
+    with pytest.raises(LLMError, match="prompt has .* tokens"):
+        await backend.generate([[{"role": "user", "content": "word " * 600}]], SamplingParams())
+    with pytest.raises(LLMError, match="max_tokens"):
+        await backend.generate(CONVS[:1], SamplingParams(max_tokens=0))
+    # the worker survives and still answers
+    [c] = await backend.generate(CONVS[:1], SamplingParams(max_tokens=2))
+    assert c.completion_tokens == 2
+    await backend.aclose()
+
+
+def test_backend_works_across_event_loops(backend):
+    p = SamplingParams(max_tokens=3)
+    first = asyncio.run(backend.generate(CONVS[:1], p))
+    second = asyncio.run(backend.generate(CONVS[:1], p))
+    assert first[0].token_ids == second[0].token_ids
+
+
+def test_model_and_tokenizer_must_come_together(tiny):
+    with pytest.raises(LLMError, match="both"):
+        HFBackend("x", model=tiny[0])
