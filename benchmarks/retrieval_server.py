@@ -3,9 +3,11 @@
 Builds a BM25 index over the shared HotpotQA corpus, starts ``marag serve-retriever`` in a
 separate process on 127.0.0.1, and retrieves top-5 for all 1,900 shared questions:
 
-1. in process (``search_batch`` in batches of 64) - the floor;
+1. in process: ``search_batch`` in batches of 64 (the floor), one query per call, and one
+   query per submit through the server's ``Coalescer`` (16 in flight, no HTTP);
 2. through ``RetrieverClient.search_batch`` (sync, 64 queries per request);
-3. one query per request, 16 in flight, with ``RetrieverClient.search`` (async) - the pattern
+3. one query per call, 16 in flight, with ``RetrieverClient.search`` (async; the client merges
+   concurrent calls into shared requests) - the pattern
    of agents retrieving for their own sub-questions; reports per-request latency too.
 
 Run: .venv/bin/python benchmarks/retrieval_server.py
@@ -73,6 +75,26 @@ async def one_per_request(client: RetrieverClient, qs: list[str], inflight: int)
     return latencies
 
 
+async def merged(index, qs: list[str]) -> tuple[float, int]:
+    """One-query submits, 16 in flight, through the server's Coalescer without HTTP."""
+    from marag.retrieval.coalesce import Coalescer
+    from marag.retrieval.server import run_search
+
+    async def search(queries: list[str], k: int) -> list:
+        return run_search(index, queries, k)
+
+    coalescer = Coalescer(search, concurrency=1)
+    gate = asyncio.Semaphore(16)
+
+    async def one(q: str) -> None:
+        async with gate:
+            await coalescer.submit([q], K)
+
+    t = time.perf_counter()
+    await asyncio.gather(*(one(q) for q in qs))
+    return time.perf_counter() - t, coalescer.calls
+
+
 def main() -> None:
     qs = questions()
     with tempfile.TemporaryDirectory() as tmp:
@@ -83,6 +105,11 @@ def main() -> None:
         t = time.perf_counter()
         local = [h for i in range(0, len(qs), 64) for h in index.search_batch(qs[i : i + 64], K)]
         local_s = time.perf_counter() - t
+        t = time.perf_counter()
+        for q in qs:
+            index.search_batch([q], K)
+        singles_s = time.perf_counter() - t
+        merged_s, merged_calls = asyncio.run(merged(index, qs))
         index.close()
 
         port = free_port()
@@ -117,8 +144,11 @@ def main() -> None:
     lat_ms = sorted(x * 1000 for x in lat)
     print(f"questions: {n}, k={K}, corpus: hotpotqa (4,858 passages)")
     print(f"in-process search_batch(64):         {local_s:.2f} s = {n / local_s:.0f} q/s")
+    print(f"in-process search_batch(1) per query: {singles_s:.2f} s = {n / singles_s:.0f} q/s")
+    print(f"in-process Coalescer, 1 per submit, 16 in flight: {merged_s:.2f} s = {n / merged_s:.0f} q/s "
+          f"in {merged_calls} search calls")
     print(f"HTTP /retrieve, 64 per request:      {batch_s:.2f} s = {n / batch_s:.0f} q/s (same ids and scores)")
-    print(f"HTTP /retrieve, 1 per request, 16 in flight: {single_s:.2f} s = {n / single_s:.0f} q/s, "
+    print(f"HTTP RetrieverClient.search, 1 query per call, 16 in flight: {single_s:.2f} s = {n / single_s:.0f} q/s, "
           f"latency p50 {statistics.median(lat_ms):.1f} ms, p95 {lat_ms[int(0.95 * len(lat_ms))]:.1f} ms")
 
 

@@ -247,3 +247,19 @@ def test_malformed_responses_name_the_problem():
         {"result": [[{"document": {"id": 7, "contents": '"T"\nbody', "title": "T", "text": "body"},
                       "score": "2.5"}]]}, ["q"], url)
     assert hits[0].passages == [Passage("7", "T", "body")] and hits[0].scores == [2.5]
+
+
+async def test_concurrent_async_searches_share_requests(passages):
+    retriever = WordOverlapRetriever(passages)
+    with Served(retriever) as url:
+        client = RetrieverClient(url, max_inflight=1)
+        asks = [QUERIES[i % len(QUERIES)] for i in range(12)]
+        results = await asyncio.gather(*(client.search([q], 3) for q in asks))
+        merged_calls = retriever.calls
+        plain = RetrieverClient(url, coalesce=False)
+        expected = [await plain.search([q], 3) for q in asks]
+        await client.aclose()
+        await plain.aclose()
+    assert merged_calls < len(asks)
+    for got, want in zip(results, expected):
+        same(got, want)

@@ -260,12 +260,17 @@ class Recording(Retriever):
         time.sleep(self.delay)
         return self.inner.search_batch(queries, k)
 
+    async def search(self, queries, k):
+        self.batches.append((list(queries), k))
+        await asyncio.sleep(self.delay)
+        return self.inner.search_batch(queries, k)
+
 
 async def test_concurrent_requests_are_merged_into_shared_search_calls(overlap):
     from marag.retrieval.coalesce import Coalescer
 
     rec = Recording(overlap, delay=0.05)
-    coalescer = Coalescer(rec.search_batch, concurrency=1)
+    coalescer = Coalescer(rec.search, concurrency=1)
     asks = [([QUERIES[i % 4]], 2 + i % 2) for i in range(9)] + [(QUERIES[:3], 2)]
     results = await asyncio.gather(*(coalescer.submit(q, k) for q, k in asks))
     # everything was queued before the one worker started: one call per distinct k
@@ -280,12 +285,12 @@ async def test_merged_batches_respect_max_batch_and_share_failures(overlap):
     from marag.retrieval.coalesce import Coalescer
 
     rec = Recording(overlap)
-    coalescer = Coalescer(rec.search_batch, concurrency=1, max_batch=4)
+    coalescer = Coalescer(rec.search, concurrency=1, max_batch=4)
     results = await asyncio.gather(*(coalescer.submit(QUERIES[:3], 1) for _ in range(3)))
     assert [len(q) for q, _ in rec.batches] == [3, 3, 3]  # 3 + 3 > 4: no merge
     assert all(len(r) == 3 for r in results)
 
-    coalescer = Coalescer(Broken().search_batch, concurrency=1)
+    coalescer = Coalescer(Broken().search, concurrency=1)
     outcomes = await asyncio.gather(*(coalescer.submit(["q"], 1) for _ in range(3)), return_exceptions=True)
     assert all(isinstance(o, OSError) for o in outcomes)
     assert coalescer.calls == 1

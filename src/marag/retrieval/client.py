@@ -16,6 +16,7 @@ from typing import Any
 import httpx
 
 from marag.retrieval.base import RetrievalError, Retriever
+from marag.retrieval.coalesce import Coalescer
 from marag.types import Hits, Passage
 
 log = logging.getLogger(__name__)
@@ -91,14 +92,21 @@ def _reason(response: httpx.Response) -> str:
 
 class RetrieverClient(Retriever):
     """``Retriever`` over HTTP. ``url`` is the server root (``http://127.0.0.1:8000``) or its
-    ``/retrieve`` endpoint. ``retries`` counts extra attempts after the first."""
+    ``/retrieve`` endpoint. ``retries`` counts extra attempts after the first.
+
+    Async searches issued concurrently (many workflows each retrieving for one sub-question)
+    are merged into shared requests, at most ``max_inflight`` at a time: an HTTP round trip
+    costs far more than the extra queries in it, and fewer, larger requests also spare the
+    server. ``coalesce=False`` sends every call as it comes."""
 
     name = "http"
 
     def __init__(self, url: str, *, timeout: float = 30.0, retries: int = 3, batch_size: int = 256,
-                 backoff: float = 0.5, max_backoff: float = 8.0) -> None:
-        if retries < 0 or batch_size < 1 or timeout <= 0:
-            raise ValueError("RetrieverClient needs retries >= 0, batch_size >= 1 and timeout > 0")
+                 backoff: float = 0.5, max_backoff: float = 8.0, coalesce: bool = True,
+                 max_inflight: int = 4) -> None:
+        if retries < 0 or batch_size < 1 or timeout <= 0 or max_inflight < 1:
+            raise ValueError("RetrieverClient needs retries >= 0, batch_size >= 1, timeout > 0 "
+                             "and max_inflight >= 1")
         base = url.rstrip("/")
         base = base.removesuffix("/retrieve")
         self.url = base
@@ -111,6 +119,8 @@ class RetrieverClient(Retriever):
         self._client: httpx.Client | None = None
         self._aclient: httpx.AsyncClient | None = None
         self._aloop: asyncio.AbstractEventLoop | None = None
+        self._coalescer = (Coalescer(self._search_now, concurrency=max_inflight, max_batch=batch_size)
+                           if coalesce else None)
 
     def __repr__(self) -> str:
         return f"RetrieverClient({self.url!r})"
@@ -203,9 +213,14 @@ class RetrieverClient(Retriever):
                         attempt + 1, self.retries + 1, self.endpoint, last)
         raise self._give_up(last)
 
-    async def search(self, queries: list[str], k: int) -> list[Hits]:
+    async def _search_now(self, queries: list[str], k: int) -> list[Hits]:
         parts = await asyncio.gather(*(self._apost(b, k) for b in self._batches(queries)))
         return [hits for part in parts for hits in part]
+
+    async def search(self, queries: list[str], k: int) -> list[Hits]:
+        if self._coalescer is None or len(queries) >= self.batch_size:
+            return await self._search_now(queries, k)
+        return await self._coalescer.submit(queries, k)
 
     # ------------------------------------------------------------------ lifecycle
 

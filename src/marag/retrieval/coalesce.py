@@ -1,24 +1,24 @@
-"""Merging concurrent retrieval requests into shared ``search_batch`` calls.
+"""Merging concurrent retrieval requests into shared batch searches.
 
-Agents retrieve for one sub-question at a time, so a busy server sees many one-query requests.
-A search call has a fixed cost (query encoding for dense indexes, tokeniser and top-k set-up for
-BM25) that a batch pays once. ``Coalescer`` runs at most ``concurrency`` searches at a time in
-worker threads; requests that arrive while all of them are busy wait in a queue, and the next
-free worker takes every waiting request with the same ``k`` (up to ``max_batch`` queries) in one
-call. An idle server therefore adds no delay, and a loaded one batches by itself.
+Agents retrieve for one sub-question at a time, so a busy retriever sees many one-query
+requests. A search has a fixed cost that a batch pays once: query encoding for dense indexes,
+tokeniser and top-k set-up for BM25, and for a remote index a whole HTTP round trip.
+``Coalescer`` runs at most ``concurrency`` searches at a time; requests that arrive while all
+of them are busy wait in a queue, and the next free worker takes every waiting request with the
+same ``k`` (up to ``max_batch`` queries) in one call. An idle retriever therefore adds no delay,
+and a loaded one batches by itself. The server uses it around ``search_batch`` in worker
+threads, ``RetrieverClient`` around its HTTP requests.
 """
 
 from __future__ import annotations
 
 import asyncio
-from collections.abc import Callable
+from collections.abc import Awaitable, Callable
 from dataclasses import dataclass
-
-from starlette.concurrency import run_in_threadpool
 
 from marag.types import Hits
 
-Search = Callable[[list[str], int], list[Hits]]
+AsyncSearch = Callable[[list[str], int], Awaitable[list[Hits]]]
 
 
 @dataclass(slots=True)
@@ -29,7 +29,7 @@ class _Waiting:
 
 
 class Coalescer:
-    def __init__(self, search: Search, *, concurrency: int = 4, max_batch: int = 1024) -> None:
+    def __init__(self, search: AsyncSearch, *, concurrency: int = 4, max_batch: int = 1024) -> None:
         if concurrency < 1 or max_batch < 1:
             raise ValueError("Coalescer needs concurrency >= 1 and max_batch >= 1")
         self.search = search
@@ -70,7 +70,7 @@ class Coalescer:
             queries = [q for item in batch for q in item.queries]
             self.calls += 1
             try:
-                hits = await run_in_threadpool(self.search, queries, batch[0].k)
+                hits = await self.search(queries, batch[0].k)
             except Exception as e:  # noqa: BLE001 - every request in the batch gets the failure
                 for item in batch:
                     if not item.future.done():

@@ -21,11 +21,11 @@ from __future__ import annotations
 import json
 import logging
 import math
-from functools import partial
 from typing import Any
 
 from fastapi import FastAPI, Request
 from fastapi.responses import JSONResponse
+from starlette.concurrency import run_in_threadpool
 
 from marag.retrieval.base import Retriever
 from marag.retrieval.coalesce import Coalescer
@@ -162,7 +162,10 @@ def create_app(
     (retrieval is CPU- or memory-bound, so more threads only add contention); requests arriving
     while all are busy are merged into shared ``search_batch`` calls (see ``coalesce``)."""
     app = FastAPI(title="marag retrieval server")
-    coalescer = Coalescer(partial(run_search, retriever), concurrency=concurrency, max_batch=max_batch)
+    async def in_thread(queries: list[str], k: int) -> list[Hits]:
+        return await run_in_threadpool(run_search, retriever, queries, k)
+
+    coalescer = Coalescer(in_thread, concurrency=concurrency, max_batch=max_batch)
     app.state.coalescer = coalescer
     index_kind = kind or getattr(retriever, "kind", None) or retriever.name
 
