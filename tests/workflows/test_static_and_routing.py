@@ -91,7 +91,8 @@ async def test_constrained_selector_passes_allowed_ids(hotpot_retriever, ctx_for
                   "method.candidates=4")
     t = await run_method("mmoa-rag", HQ, ctx)
     assert t.status == "ok"
-    assert seen[1].allowed_text[-4:] == ("0", "1", "2", "3") and "<id>" in seen[1].allowed_text
+    assert seen[1].allowed_text[-8:] == ("0", "1", "2", "3", " 0", " 1", " 2", " 3")
+    assert "<id>" in seen[1].allowed_text and "</id>" in seen[1].allowed_text
     assert seen[0].allowed_text == () and seen[2].allowed_text == ()
 
 

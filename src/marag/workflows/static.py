@@ -80,9 +80,11 @@ async def mmoa(run: Run) -> None:
     if docs:
         sampling = None
         if cfg.constrained_selector:
-            # Local backends restrict decoding to these strings' tokens: the ids and the tag.
+            # Local backends restrict decoding to these strings' tokens: the tag, separators and
+            # the ids, also space-prefixed because BPE vocabularies merge " 3" into one token.
             ids = tuple(str(i) for i in range(len(docs)))
-            sampling = {"allowed_text": ("<id>", "</id>", ",", " ", *ids)}
+            spaced = tuple(" " + i for i in ids)
+            sampling = {"allowed_text": ("<id>", "</id>", ",", " ", *ids, *spaced)}
         ds, _ = await run.call("DS", root.id, question=root.question, docs=docs,
                                parse_ctx={"n_docs": len(docs)}, sampling=sampling)
         if ds.valid and ds.value:
