@@ -123,3 +123,25 @@ def test_ask_command_flags_become_overrides():
     assert cfg.llms["default"].base_url == "http://127.0.0.1:8000/v1"
     with pytest.raises(SystemExit):
         build_parser().parse_args(["ask", "q", "--json", "--quiet"])
+
+
+def test_ask_command_reports_a_dead_endpoint(capsys):
+    from marag.cli import main
+
+    args = ["ask", "Who wrote Hamlet?", "--method", "llm-only", "--llm", "http://127.0.0.1:9/v1",
+            "--set", "llms.default.retries=0", "--set", "llms.default.timeout=2"]
+    assert main(args) == 1
+    out = capsys.readouterr().out
+    assert "llm-only · failed" in out and "error: LLMError" in out and "127.0.0.1:9" in out
+    assert main([*args, "--json"]) == 1
+    captured = capsys.readouterr()
+    t = Trace.from_dict(json.loads(captured.out))
+    assert t.status == "failed" and t.answer is None and "127.0.0.1:9" in t.error
+    assert "marag ask: failed" in captured.err
+
+
+def test_ask_command_config_errors_exit_2(capsys):
+    from marag.cli import main
+
+    assert main(["ask", "q", "--set", "method.max_roundz=2"]) == 2
+    assert "max_rounds" in capsys.readouterr().err
