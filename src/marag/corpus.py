@@ -218,7 +218,7 @@ class DocStore:
         if not _unchecked and not meta_path.is_file():
             raise FileNotFoundError(f"{self.dir}: not a complete document store (no {STORE_META})")
         self._fd = os.open(self.dir / "docs.jsonl", os.O_RDONLY)
-        self._offsets = np.memmap(self.dir / "offsets.i64", dtype=np.int64, mode="r")
+        self._offsets = _memmap_or_empty(self.dir / "offsets.i64")
         self._lines = _memmap_or_empty(self.dir / "lines.i64")
         self.count = len(self._offsets) - 1
         if not _unchecked:
@@ -245,7 +245,16 @@ class DocStore:
         return Passage(pid, title, text)
 
     def get_many(self, rows: Iterable[int]) -> list[Passage]:
-        return [self.get(int(r)) for r in rows]
+        rows = np.fromiter(rows, dtype=np.int64)
+        if len(rows) and (rows.min() < 0 or rows.max() >= self.count):
+            bad = rows[(rows < 0) | (rows >= self.count)][0]
+            raise IndexError(f"row {bad} out of range (store has {self.count} passages)")
+        starts, ends = self._offsets[rows].tolist(), self._offsets[rows + 1].tolist()
+        out = []
+        for a, b in zip(starts, ends, strict=True):
+            pid, title, text = json.loads(os.pread(self._fd, b - a, a))
+            out.append(Passage(pid, title, text))
+        return out
 
     def row_of(self, pid: str) -> int:
         """Row of a passage id; KeyError when absent."""
@@ -270,7 +279,8 @@ def _memmap_or_empty(path: Path) -> np.ndarray:
     # numpy cannot memory-map an empty file; an empty corpus is legal (if useless)
     if path.stat().st_size == 0:
         return np.empty(0, dtype=np.int64)
-    return np.memmap(path, dtype=np.int64, mode="r")
+    # a plain ndarray view: element access on np.memmap objects is several times slower
+    return np.memmap(path, dtype=np.int64, mode="r").view(np.ndarray)
 
 
 def build_store(

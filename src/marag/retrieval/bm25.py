@@ -169,18 +169,44 @@ class BM25Index(Retriever):
         self.model = bm25s.BM25.load(str(self.dir / BM25_DIR), mmap=True, show_progress=False)
         self.store = DocStore(self.dir / STORE_DIR)
         self.stemmer = make_stemmer()
+        # plain ndarray views of bm25s's memory maps: indexing np.memmap costs microseconds
+        scores = self.model.scores
+        self._data = np.asarray(scores["data"]).view(np.ndarray)
+        self._rows = np.asarray(scores["indices"]).view(np.ndarray)
+        self._indptr = np.asarray(scores["indptr"]).view(np.ndarray)
+        self._num_docs = int(scores["num_docs"])
 
     def __len__(self) -> int:
         return len(self.store)
 
+    def scores_for(self, token_ids: list[int]) -> np.ndarray:
+        """BM25 score of every passage; float32 adds in bm25s's order, so bit-identical.
+
+        bm25s accumulates with ``np.add.at``; a column's rows are unique, so a fancy-index
+        ``+=`` does the same float32 additions several times faster.
+        """
+        scores = np.zeros(self._num_docs, dtype=np.float32)
+        data, rows, indptr = self._data, self._rows, self._indptr
+        for t in token_ids:
+            lo, hi = indptr[t], indptr[t + 1]
+            scores[rows[lo:hi]] += data[lo:hi]
+        return scores
+
     def search_rows(self, queries: list[str], k: int) -> tuple[np.ndarray, np.ndarray]:
         """Row indices and scores, shape ``(len(queries), min(k, n))``, best first."""
-        k = min(k, len(self.store))
-        if not queries or k == 0:
+        from bm25s.selection import topk
+
+        k = min(k, self._num_docs)
+        if not queries or k <= 0:
             return np.empty((len(queries), 0), np.int64), np.empty((len(queries), 0), np.float32)
-        tokens = tokenize_queries(queries, self.stemmer)
-        rows, scores = self.model.retrieve(tokens, k=k, show_progress=False, n_threads=0)
-        return rows, scores
+        vocab = self.model.vocab_dict
+        out_rows = np.empty((len(queries), k), dtype=np.int64)
+        out_scores = np.empty((len(queries), k), dtype=np.float32)
+        for i, tokens in enumerate(tokenize_queries(queries, self.stemmer)):
+            ids = [vocab[t] for t in tokens if t in vocab]
+            top_scores, top_rows = topk(self.scores_for(ids), k, backend="auto", sorted=True)
+            out_rows[i], out_scores[i] = top_rows, top_scores
+        return out_rows, out_scores
 
     def search_batch(self, queries: list[str], k: int) -> list[Hits]:
         rows, scores = self.search_rows(queries, k)
