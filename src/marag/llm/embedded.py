@@ -149,6 +149,7 @@ def build_gguf_cache(gguf: Path, folder: Path) -> None:
     folder.parent.mkdir(parents=True, exist_ok=True)
     tmp = Path(tempfile.mkdtemp(prefix=f".{folder.name}.tmp-", dir=folder.parent))
     try:
+        os.chmod(tmp, 0o755)  # mkdtemp makes it private; the cache is an ordinary folder
         plain.save_pretrained(tmp)
         tokenizer.save_pretrained(tmp)
         marker = {"source": str(gguf), "seconds": round(time.perf_counter() - t0, 2)}
