@@ -24,7 +24,13 @@ import numpy as np
 
 from marag.corpus import STORE_META, DocStore, build_store
 from marag.retrieval.base import Retriever
-from marag.retrieval.index import STORE_DIR, BadIndexError, corpus_record, read_manifest, write_manifest
+from marag.retrieval.index import (
+    STORE_DIR,
+    BadIndexError,
+    corpus_record,
+    read_manifest,
+    write_manifest,
+)
 from marag.types import Hits, Passage
 
 log = logging.getLogger(__name__)
@@ -35,6 +41,9 @@ FAISS_TYPES = ("flat", "hnsw", "ivf")
 EMB_FILE = "embeddings.npy"
 PROGRESS_FILE = "embeddings.progress.json"
 FAISS_FILE = "faiss.index"
+# sentence-transformers sorts each call's texts by length and pads per mini-batch: small
+# mini-batches inside a large checkpoint batch waste less compute on padding
+ENCODE_BATCH = 32
 
 _encoders: dict[tuple[str, str], Any] = {}
 _encoders_lock = threading.Lock()
@@ -49,7 +58,7 @@ def canonical_encoder(name: str | None) -> str:
 def default_prefixes(name: str) -> tuple[str, str]:
     """``(query_prefix, passage_prefix)`` the encoder was trained with."""
     base = name.rstrip("/").rsplit("/", 1)[-1].lower()
-    if base.startswith("e5") or "-e5-" in base or base.startswith("multilingual-e5"):
+    if base.startswith(("e5", "multilingual-e5")) or "-e5-" in base:
         return "query: ", "passage: "
     return "", ""
 
@@ -119,7 +128,8 @@ def embed_store(
     prefix = identity["passage_prefix"]
     with tqdm(total=n, initial=done, desc="encoding", unit=" passages", disable=not show_progress) as bar:
         for lo, batch in store.iter_batches(batch_size, start=done):
-            emb[lo : lo + len(batch)] = encode(model, [passage_text(p, prefix) for p in batch], batch_size)
+            texts = [passage_text(p, prefix) for p in batch]
+            emb[lo : lo + len(batch)] = encode(model, texts, min(batch_size, ENCODE_BATCH))
             emb.flush()
             done = lo + len(batch)
             # the marker is written only after the rows are on disk, so it never runs ahead
