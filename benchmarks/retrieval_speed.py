@@ -87,8 +87,11 @@ def dense_speed(index_dir: Path, qs: list[str], k: int) -> dict:
 
 
 def build_rate(kind: str, corpus: Path, out: Path, limit: int | None = None) -> dict:
+    import shutil
+
     from marag.retrieval import build_index
 
+    shutil.rmtree(out, ignore_errors=True)  # a finished dense build would otherwise be reused
     if limit:
         small = out.with_suffix(".jsonl")
         with open(corpus, encoding="utf-8") as f, open(small, "w", encoding="utf-8") as g:
@@ -161,6 +164,8 @@ def main() -> None:
     ap.add_argument("--dense-index", type=Path, default=Path("/tmp/marag-bench/recall/hotpotqa/dense"))
     ap.add_argument("--scale", type=int, default=0, help="passages for the memory run (0 = skip)")
     ap.add_argument("--skip-speed", action="store_true")
+    ap.add_argument("--dense-build", type=int, default=500, help="passages for the dense build rate")
+    ap.add_argument("--dense-queries", type=int, default=500)
     ap.add_argument("-k", type=int, default=5)
     ap.add_argument("--child", nargs=3, metavar=("MODE", "CORPUS", "INDEX"))
     args = ap.parse_args()
@@ -176,12 +181,14 @@ def main() -> None:
         qs = questions()
         results.append(bm25_speed(demo_index("bm25"), qs, args.k))
         print(json.dumps(results[-1]), flush=True)
-        if (args.dense_index / "manifest.json").is_file():
-            results.append(dense_speed(args.dense_index, qs, args.k))
-            print(json.dumps(results[-1]), flush=True)
         results.append(build_rate("bm25", demo_corpus(), args.work / "build-bm25"))
         print(json.dumps(results[-1]), flush=True)
-        results.append(build_rate("dense", demo_corpus(), args.work / "build-dense", limit=500))
+        results.append(build_rate("dense", demo_corpus(), args.work / "build-dense", limit=args.dense_build))
+        print(json.dumps(results[-1]), flush=True)
+        dense_dir = args.dense_index
+        if not (dense_dir / "manifest.json").is_file():
+            dense_dir = args.work / "build-dense"
+        results.append(dense_speed(dense_dir, qs[: args.dense_queries], args.k))
         print(json.dumps(results[-1]), flush=True)
     if args.scale:
         corpus = args.work / f"scaled-{args.scale}.jsonl"
