@@ -93,3 +93,13 @@ def test_build_errors(tmp_path):
         build_index(tmp_path / "none.jsonl", tmp_path / "x", show_progress=False)
     with pytest.raises(ValueError, match="unknown index kind"):
         build_index(tmp_path / "none.jsonl", tmp_path / "x", kind="splade")
+
+
+def test_concurrent_searches_match_sequential(bm25_index, nq_queries):
+    from concurrent.futures import ThreadPoolExecutor
+
+    idx = open_index(bm25_index)
+    expected = [idx.search_batch([q], 5)[0] for q in nq_queries]
+    with ThreadPoolExecutor(4) as pool:
+        got = list(pool.map(lambda q: idx.search_batch([q], 5)[0], nq_queries * 3))
+    assert got == expected * 3

@@ -13,6 +13,7 @@ from __future__ import annotations
 
 import logging
 import os
+import threading
 import time
 from pathlib import Path
 from typing import Any
@@ -168,7 +169,7 @@ class BM25Index(Retriever):
             raise BadIndexError(f"{self.dir}: not a BM25 index (kind {self.manifest['kind']!r})")
         self.model = bm25s.BM25.load(str(self.dir / BM25_DIR), mmap=True, show_progress=False)
         self.store = DocStore(self.dir / STORE_DIR)
-        self.stemmer = make_stemmer()
+        self._local = threading.local()
         # plain ndarray views of bm25s's memory maps: indexing np.memmap costs microseconds
         scores = self.model.scores
         self._data = np.asarray(scores["data"]).view(np.ndarray)
@@ -178,6 +179,13 @@ class BM25Index(Retriever):
 
     def __len__(self) -> int:
         return len(self.store)
+
+    def stemmer(self) -> Any:
+        # PyStemmer objects must not be shared between threads; servers search from several
+        stemmer = getattr(self._local, "stemmer", None)
+        if stemmer is None:
+            stemmer = self._local.stemmer = make_stemmer()
+        return stemmer
 
     def scores_for(self, token_ids: list[int]) -> np.ndarray:
         """BM25 score of every passage; float32 adds in bm25s's order, so bit-identical.
@@ -202,7 +210,7 @@ class BM25Index(Retriever):
         vocab = self.model.vocab_dict
         out_rows = np.empty((len(queries), k), dtype=np.int64)
         out_scores = np.empty((len(queries), k), dtype=np.float32)
-        for i, tokens in enumerate(tokenize_queries(queries, self.stemmer)):
+        for i, tokens in enumerate(tokenize_queries(queries, self.stemmer())):
             ids = [vocab[t] for t in tokens if t in vocab]
             top_scores, top_rows = topk(self.scores_for(ids), k, backend="auto", sorted=True)
             out_rows[i], out_scores[i] = top_rows, top_scores
