@@ -88,6 +88,16 @@ def test_open_errors(bm25_index, nq_corpus, tmp_path):
     assert open_index(idx).search_batch(["physics nobel"], 1)[0].passages
 
 
+def test_failed_rebuild_does_not_look_finished(nq_corpus, tmp_path):
+    out = build_index(nq_corpus, tmp_path / "i", show_progress=False)
+    bad = tmp_path / "bad.jsonl"
+    bad.write_text('{"id": "a", "text": "x"}\n{"id": "a", "text": "y"}\n')
+    with pytest.raises(ValueError, match="duplicate passage id 'a' on lines 1 and 2"):
+        build_index(bad, out, show_progress=False)
+    with pytest.raises(BadIndexError, match="no manifest.json"):
+        open_index(out)
+
+
 def test_build_errors(tmp_path):
     with pytest.raises(FileNotFoundError, match="corpus file not found"):
         build_index(tmp_path / "none.jsonl", tmp_path / "x", show_progress=False)

@@ -23,6 +23,7 @@ import numpy as np
 from marag.corpus import DocStore, build_store
 from marag.retrieval.base import Retriever
 from marag.retrieval.index import (
+    MANIFEST,
     STORE_DIR,
     BadIndexError,
     corpus_record,
@@ -127,6 +128,7 @@ def build_bm25(
     out.mkdir(parents=True, exist_ok=True)
     t0 = time.perf_counter()
     corpus = corpus_record(corpus_path)
+    (out / MANIFEST).unlink(missing_ok=True)  # a rebuild that fails must not look finished
     tokenizer = Tokenizer(stopwords="en", stemmer=make_stemmer())
     counts = _Counts()
 

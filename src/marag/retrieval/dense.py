@@ -25,6 +25,7 @@ import numpy as np
 from marag.corpus import STORE_META, DocStore, build_store
 from marag.retrieval.base import Retriever
 from marag.retrieval.index import (
+    MANIFEST,
     STORE_DIR,
     BadIndexError,
     corpus_record,
@@ -189,6 +190,7 @@ def build_dense(
     out.mkdir(parents=True, exist_ok=True)
     t0 = time.perf_counter()
     corpus = corpus_record(corpus_path)
+    (out / MANIFEST).unlink(missing_ok=True)  # a rebuild that fails must not look finished
     name = canonical_encoder(encoder)
     q_pre, p_pre = default_prefixes(name)
     q_pre = q_pre if query_prefix is None else query_prefix

@@ -88,6 +88,7 @@ def build_hybrid(
 
     t0 = time.perf_counter()
     out = Path(out_dir)
+    (out / "manifest.json").unlink(missing_ok=True)  # a rebuild that fails must not look finished
     bm25_params = {k: params.pop(k) for k in BM25_KEYS if k in params}
     build_bm25(corpus_path, out / "bm25", batch_size=4096, show_progress=show_progress, **bm25_params)
     build_dense(
