@@ -101,6 +101,9 @@ def test_failed_rebuild_does_not_look_finished(nq_corpus, tmp_path):
 def test_build_errors(tmp_path):
     with pytest.raises(FileNotFoundError, match="corpus file not found"):
         build_index(tmp_path / "none.jsonl", tmp_path / "x", show_progress=False)
+    (tmp_path / "empty.jsonl").write_text("")
+    with pytest.raises(ValueError, match="corpus has no passages"):
+        build_index(tmp_path / "empty.jsonl", tmp_path / "x", show_progress=False)
     with pytest.raises(ValueError, match="unknown index kind"):
         build_index(tmp_path / "none.jsonl", tmp_path / "x", kind="splade")
 

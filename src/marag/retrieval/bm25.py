@@ -137,6 +137,8 @@ def build_bm25(
         counts.add(start, list(tokenizer.streaming_tokenize(texts, update_vocab=True)))
 
     store = build_store(corpus_path, out / STORE_DIR, batch_size, on_batch, show_progress)
+    if len(store) == 0:
+        raise ValueError(f"{corpus_path}: corpus has no passages")
     vocab = tokenizer.get_vocab_dict()
     if "" not in vocab:  # bm25s keeps an empty token so queries with no known words still score
         vocab[""] = max(vocab.values(), default=-1) + 1

@@ -204,6 +204,8 @@ def build_dense(
         store = build_store(corpus_path, store_dir, show_progress=show_progress)
         meta = json.loads(store_meta.read_text())
         _write_json(store_meta, {**meta, "sha256": corpus["sha256"]})
+    if len(store) == 0:
+        raise ValueError(f"{corpus_path}: corpus has no passages")
     model = load_encoder(name, device)
     dim = int(model.get_embedding_dimension())
     identity = {"corpus_sha256": corpus["sha256"], "encoder": name, "dim": dim,
