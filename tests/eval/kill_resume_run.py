@@ -14,13 +14,12 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).parent))
 
-from conftest import read_questions  # noqa: E402
-
-from marag.config import Config  # noqa: E402
-from marag.eval import evaluate  # noqa: E402
-from marag.llm.scripted import ScriptedLLM  # noqa: E402
-from marag.retrieval import open_index  # noqa: E402
-from marag.workflows import Context, run_method  # noqa: E402
+from conftest import read_questions
+from marag.config import Config
+from marag.eval import evaluate
+from marag.llm.scripted import ScriptedLLM
+from marag.retrieval import open_index
+from marag.workflows import Context, run_method
 
 DOC0 = re.compile(r"Document0: \(([^)]*)\)")
 

@@ -13,7 +13,7 @@ from typing import Any
 from marag.llm.base import SamplingParams, current_role
 from marag.types import Node, Question, Step, Trace
 
-ANSWER = re.compile(r"<answer>(.*?)</answer>", re.S)
+ANSWER = re.compile(r"<answer>(.*?)</answer>", re.DOTALL)
 
 
 async def tiny_rag(question: Question, ctx: Any) -> Trace:

@@ -51,11 +51,11 @@ def run_markdown(manifest: dict[str, Any], summary: dict[str, Any]) -> str:
     dataset = manifest.get("dataset_name") or Path(str(ident.get("dataset", "?"))).name
     title = f"# {ident.get('method', '?')} on {dataset}"
     meta = [
-        f"- questions: {summary['n']} (failed {summary['failed']}, budget-limited "
-        f"{summary['budget']})",
+        (f"- questions: {summary['n']} (failed {summary['failed']}, budget-limited "
+         f"{summary['budget']})"),
         f"- limit {ident.get('limit')}, seed {ident.get('seed')}",
-        f"- created {manifest.get('created', '?')}; resumed {len(manifest.get('resumes', []))} "
-        "time(s)",
+        (f"- created {manifest.get('created', '?')}; resumed "
+         f"{len(manifest.get('resumes', []))} time(s)"),
     ]
     if manifest.get("command"):
         meta.append(f"- command: `{' '.join(manifest['command'])}`")

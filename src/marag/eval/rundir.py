@@ -81,8 +81,7 @@ def rewrite_traces(path: Path, traces: list[Trace]) -> None:
     """Atomically replace the traces file (used to drop failed items before retrying them)."""
     tmp = path.with_suffix(".jsonl.tmp")
     with open(tmp, "w", encoding="utf-8") as f:
-        for t in traces:
-            f.write(json.dumps(t.to_dict(), ensure_ascii=False) + "\n")
+        f.writelines(json.dumps(t.to_dict(), ensure_ascii=False) + "\n" for t in traces)
         f.flush()
         os.fsync(f.fileno())
     os.replace(tmp, path)

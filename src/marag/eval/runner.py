@@ -18,8 +18,8 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from marag.eval.rundir import METRICS, REPORT, RunDir, ids_digest, open_run_dir
 from marag.eval.run_markdown import run_markdown
+from marag.eval.rundir import METRICS, REPORT, RunDir, ids_digest, open_run_dir
 from marag.eval.summary import Scorer, default_scorer, score_trace, summarize, trace_cost
 from marag.types import Question, Trace
 
