@@ -135,3 +135,24 @@ def test_backend_works_across_event_loops(backend):
 def test_model_and_tokenizer_must_come_together(tiny):
     with pytest.raises(LLMError, match="both"):
         HFBackend("x", model=tiny[0])
+
+
+async def test_requests_join_a_running_batch_and_leave_when_done(tiny):
+    model, tok = tiny
+    backend = HFBackend("tiny", model=model, tokenizer=tok, max_batch_size=4, batch_wait_ms=0)
+    long_p, short_p = SamplingParams(max_tokens=200), SamplingParams(max_tokens=5)
+    [long_alone] = await backend.generate([CONVS[3]], long_p)
+    shorts_alone = [(await backend.generate([c], short_p))[0] for c in CONVS[:3]]
+    before = backend.batches_run
+
+    long_task = asyncio.create_task(backend.generate([CONVS[3]], long_p))
+    while backend.batches_run == before:
+        await asyncio.sleep(0.001)
+    shorts = await asyncio.gather(*(backend.generate([c], short_p) for c in CONVS[:3]))
+    assert not long_task.done()  # the short ones were answered while the long one ran
+    [long_joined] = await long_task
+    assert backend.batches_run - before >= 2
+    assert long_joined.token_ids == long_alone.token_ids
+    for [s], alone in zip(shorts, shorts_alone):
+        assert s.token_ids == alone.token_ids
+        assert s.logprobs == pytest.approx(alone.logprobs, abs=1e-4)

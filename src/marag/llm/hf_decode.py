@@ -3,8 +3,11 @@
 Why not ``model.generate``: every row here carries its own sampling parameters (temperature,
 top-p, max tokens, stop strings, allowed tokens, seed), so requests from different callers
 share one forward pass without being grouped by parameters; rows that finish (EOS, stop
-string, length) leave the batch at once instead of being padded to the longest row; and the
-logprob of each chosen token is computed in the same pass.
+string, length) leave the batch at once and are answered immediately, and new rows join the
+running batch between steps (continuous batching: their prompts are prefilled separately and
+their KV cache is left-padded into the running one), so a short answer never waits for the
+longest one and the batch stays full; the logprob of each chosen token comes from the same
+pass.
 
 Logprobs: for a greedy row (temperature 0) they are ``log_softmax(logits)``; for a sampled
 row ``log_softmax(logits / temperature)``, i.e. under the sampling temperature and before the
@@ -20,6 +23,7 @@ from __future__ import annotations
 import random
 import time
 from dataclasses import dataclass, field
+from collections.abc import Callable
 from typing import Any
 
 import torch
@@ -37,6 +41,8 @@ class Row:
     text: str | None = None  # set when a stop string cut the output
     finish_reason: str = ""
     generator: torch.Generator | None = None
+    started: float = 0.0
+    tag: Any = None  # the caller's handle for this row (the backend's request)
 
 
 @dataclass
@@ -111,6 +117,14 @@ class BatchDecoder:
         self.pad_id = int(pad if pad is not None else min(eos) if eos else 0)
         self.max_positions = int(getattr(model.config, "max_position_embeddings", 0) or 0)
         self._rng = random.Random()
+        self.prefills = 0
+        # Rows can join a running batch only when every cache layer is a plain growing
+        # key/value store; sliding-window layers (Gemma 3) keep a ring of recent tokens that a
+        # left-padded merge would corrupt, so such models decode batch by batch.
+        from transformers import DynamicCache
+
+        probe = DynamicCache(config=model.config)
+        self.can_join = all(type(layer).__name__ == "DynamicLayer" for layer in probe.layers)
 
     def _forward(self, ids: torch.Tensor, mask: torch.Tensor, pos: torch.Tensor,
                  cache: Any) -> torch.Tensor:
@@ -141,42 +155,128 @@ class BatchDecoder:
             row.finish_reason = "length"
         return bool(row.finish_reason)
 
-    def run(self, rows: list[Row]) -> list[DecodeResult]:
+    def _prefill(self, rows: list[Row]) -> _Batch:
         from transformers import DynamicCache
 
-        t0 = time.perf_counter()
         for r in rows:
             if r.params.temperature > 0:
                 seed = r.params.seed if r.params.seed is not None else self._rng.getrandbits(63)
                 r.generator = torch.Generator().manual_seed(int(seed))
+        ids, mask = _left_pad(rows, self.pad_id)
+        pos = (mask.cumsum(-1) - 1).clamp(min=0)
+        cache = DynamicCache(config=self.model.config)
+        logits = self._forward(ids, mask, pos, cache)
+        self.prefills += 1
+        return _Batch(rows, cache, mask, pos[:, -1], logits)
+
+    def _advance(self, batch: _Batch, deliver: Callable[[Row, DecodeResult], None]) -> None:
+        """Choose every row's next token from ``batch.logits``; deliver and drop finished rows."""
+        tokens, lps = _choose(batch.rows, batch.logits)
+        keep = []
+        for slot, r in enumerate(batch.rows):
+            if self._finish(r, tokens[slot], lps[slot]):
+                deliver(r, self._result(r))
+            else:
+                keep.append(slot)
+        if len(keep) < len(batch.rows):
+            batch.select(keep)
+        batch.next_tokens = [tokens[s] for s in keep]
+
+    def _result(self, r: Row) -> DecodeResult:
+        text = r.text
+        if text is None:
+            text = self.tokenizer.decode(r.token_ids, skip_special_tokens=True)
+        return DecodeResult(text, r.finish_reason, r.token_ids, r.logprobs,
+                            time.perf_counter() - r.started)
+
+    def run(self, admit: Callable[[int], list[Row]],
+            deliver: Callable[[Row, DecodeResult], None], max_rows: int) -> None:
+        """Decode until no row is left and ``admit`` has nothing more.
+
+        ``admit(n)`` hands over up to ``n`` new rows; it is asked between decoding steps
+        whenever the batch has room, so a new request joins the running batch (continuous
+        batching) instead of waiting for the longest row to finish. ``deliver`` is called as
+        soon as a row finishes.
+        """
+        running: _Batch | None = None
         with torch.inference_mode():
-            ids, mask = _left_pad(rows, self.pad_id)
-            pos = (mask.cumsum(-1) - 1).clamp(min=0)
-            cache = DynamicCache(config=self.model.config)
-            logits = self._forward(ids, mask, pos, cache)
-            last_pos = pos[:, -1]
-            active = list(range(len(rows)))  # row index of each cache slot
-            while active:
-                tokens, lps = _choose([rows[i] for i in active], logits)
-                keep = [slot for slot, i in enumerate(active)
-                        if not self._finish(rows[i], tokens[slot], lps[slot])]
-                if not keep:
-                    break
-                if len(keep) < len(active):
-                    index = torch.tensor(keep, dtype=torch.long)
-                    cache.batch_select_indices(index.to(self.model.device))
-                    mask, last_pos = mask[index], last_pos[index]
-                    active = [active[s] for s in keep]
-                    tokens = [tokens[s] for s in keep]
-                mask = torch.cat([mask, torch.ones((len(active), 1), dtype=mask.dtype)], dim=1)
-                last_pos = last_pos + 1
-                step_ids = torch.tensor(tokens, dtype=torch.long)[:, None]
-                logits = self._forward(step_ids, mask, last_pos[:, None], cache)
-        seconds = time.perf_counter() - t0
-        out = []
-        for r in rows:
-            text = r.text
-            if text is None:
-                text = self.tokenizer.decode(r.token_ids, skip_special_tokens=True)
-            out.append(DecodeResult(text, r.finish_reason, r.token_ids, r.logprobs, seconds))
-        return out
+            while True:
+                room = max_rows - (len(running.rows) if running else 0)
+                new = admit(room) if room > 0 and (running is None or self.can_join) else []
+                if new:
+                    for r in new:
+                        r.started = time.perf_counter()
+                    fresh = self._prefill(new)
+                    self._advance(fresh, deliver)
+                    if fresh.rows:
+                        running = fresh if running is None else _merge(running, fresh)
+                if running is None:
+                    if new:
+                        continue  # every new row finished on its first token; ask again
+                    return
+                step_ids = torch.tensor(running.next_tokens, dtype=torch.long)[:, None]
+                running.mask = torch.cat(
+                    [running.mask, torch.ones((len(running.rows), 1), dtype=running.mask.dtype)],
+                    dim=1)
+                running.last_pos = running.last_pos + 1
+                running.logits = self._forward(step_ids, running.mask,
+                                               running.last_pos[:, None], running.cache)
+                self._advance(running, deliver)
+                if not running.rows:
+                    running = None
+
+
+@dataclass
+class _Batch:
+    """Rows sharing one KV cache; ``mask`` and ``last_pos`` describe each row's cache slot."""
+
+    rows: list[Row]
+    cache: Any
+    mask: torch.Tensor  # [rows, cache length], 0 for left padding
+    last_pos: torch.Tensor  # [rows] position id of the last token fed
+    logits: torch.Tensor  # [rows, vocab] for the next token
+    next_tokens: list[int] = field(default_factory=list)
+
+    def select(self, keep: list[int]) -> None:
+        index = torch.tensor(keep, dtype=torch.long)
+        self.rows = [self.rows[s] for s in keep]
+        if not keep:
+            return
+        self.cache.batch_select_indices(index.to(_cache_device(self.cache)))
+        self.mask, self.last_pos = self.mask[index], self.last_pos[index]
+        # columns that only finished rows used are padding for everyone left: drop them
+        used = self.mask.any(dim=0).nonzero()
+        start = int(used[0]) if len(used) else 0
+        if start:
+            self.mask = self.mask[:, start:]
+            for layer in self.cache.layers:
+                layer.keys = layer.keys[:, :, start:, :]
+                layer.values = layer.values[:, :, start:, :]
+
+
+def _cache_device(cache: Any) -> torch.device:
+    return cache.layers[0].keys.device
+
+
+def _merge(a: _Batch, b: _Batch) -> _Batch:
+    """One batch holding the rows of both, caches left-padded to a common length."""
+    la, lb = a.mask.shape[1], b.mask.shape[1]
+    width = max(la, lb)
+
+    def pad(t: torch.Tensor, n: int, dim: int) -> torch.Tensor:
+        if n == 0:
+            return t
+        shape = list(t.shape)
+        shape[dim] = n
+        return torch.cat([t.new_zeros(shape), t], dim=dim)
+
+    for la_layer, lb_layer in zip(a.cache.layers, b.cache.layers):
+        la_layer.keys = torch.cat([pad(la_layer.keys, width - la, 2),
+                                   pad(lb_layer.keys, width - lb, 2)], dim=0)
+        la_layer.values = torch.cat([pad(la_layer.values, width - la, 2),
+                                     pad(lb_layer.values, width - lb, 2)], dim=0)
+    a.mask = torch.cat([pad(a.mask, width - la, 1), pad(b.mask, width - lb, 1)], dim=0)
+    a.last_pos = torch.cat([a.last_pos, b.last_pos])
+    a.rows = a.rows + b.rows
+    a.next_tokens = a.next_tokens + b.next_tokens
+    return a

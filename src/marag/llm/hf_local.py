@@ -1,10 +1,11 @@
 """The ``hf`` backend: a local transformers causal LM with dynamic batching.
 
-Every conversation handed to ``generate`` becomes one request on an asyncio queue. A single
-worker task gathers requests into a batch (closed when ``max_batch_size`` requests are in or
-``batch_wait_ms`` has passed since the first) and decodes the batch in a worker thread, so
-the event loop keeps accepting requests meanwhile. Many questions and parallel sub-questions
-calling the backend at once therefore share forward passes.
+Every conversation handed to ``generate`` becomes one pending request. A worker task wakes
+on the first, waits ``batch_wait_ms`` for company, then decodes in a worker thread (the event
+loop stays free) with up to ``max_batch_size`` rows at a time; between decoding steps it
+admits requests that arrived meanwhile into the running batch, and answers each request the
+moment its row finishes. Many questions and parallel sub-questions calling the backend at
+once therefore share forward passes, and none waits for a whole batch to end.
 
 ``.module`` is the torch model and ``.tokenizer`` its tokenizer, so a trainer can update the
 very weights this backend samples from. ``.model`` is the model's name (a string), as the
@@ -17,6 +18,7 @@ import asyncio
 import logging
 import threading
 import time
+from collections import deque
 from dataclasses import dataclass
 from typing import Any
 
@@ -26,12 +28,13 @@ from marag.types import Completion
 log = logging.getLogger(__name__)
 
 
-@dataclass
+@dataclass(eq=False)  # identity semantics: requests live in the in-flight set
 class _Request:
     prompt_ids: list[int]
     params: SamplingParams
     future: asyncio.Future[Completion]
     enqueued: float
+    loop: asyncio.AbstractEventLoop
 
 
 class HFBackend:
@@ -60,7 +63,10 @@ class HFBackend:
         self._decoder = BatchDecoder(model, tokenizer, bf16_autocast=bf16_autocast)
         # One decode at a time even if several event loops share this backend.
         self._lock = threading.Lock()
-        self._queue: asyncio.Queue[_Request] | None = None
+        self._pending: deque[_Request] = deque()
+        self._pending_lock = threading.Lock()
+        self._in_flight: set[_Request] = set()
+        self._wake: asyncio.Event | None = None
         self._worker: asyncio.Task[None] | None = None
         self._loop: asyncio.AbstractEventLoop | None = None
         self._masks: dict[tuple[str, ...], Any] = {}
@@ -107,94 +113,91 @@ class HFBackend:
 
     # ------------------------------------------------------------------ batching
 
-    def _ensure_worker(self) -> asyncio.Queue[_Request]:
+    def _ensure_worker(self) -> asyncio.Event:
         loop = asyncio.get_running_loop()
         if self._loop is not loop or self._worker is None or self._worker.done():
-            # A new event loop (tests, asyncio.run called twice) gets its own queue and worker.
+            # A new event loop (tests, asyncio.run called twice) gets its own worker.
             self._loop = loop
-            self._queue = asyncio.Queue()
-            self._worker = loop.create_task(self._work(self._queue), name="marag-hf-batcher")
-        assert self._queue is not None
-        return self._queue
+            self._wake = asyncio.Event()
+            self._worker = loop.create_task(self._work(self._wake), name="marag-hf-batcher")
+        assert self._wake is not None
+        return self._wake
 
     async def generate(self, batch: list[Messages], params: SamplingParams) -> list[Completion]:
         if params.max_tokens < 1:
             raise LLMError(f"max_tokens must be >= 1, got {params.max_tokens}")
-        queue = self._ensure_worker()
+        wake = self._ensure_worker()
         loop = asyncio.get_running_loop()
         limit = self._decoder.max_positions
-        futures = []
+        requests = []
         for i, messages in enumerate(batch):
             ids = self.encode(messages)
             if limit and len(ids) >= limit:
                 raise LLMError(f"conversation {i}: prompt has {len(ids)} tokens, model "
                                f"{self.model} accepts at most {limit - 1}")
-            fut: asyncio.Future[Completion] = loop.create_future()
-            queue.put_nowait(_Request(ids, params, fut, time.perf_counter()))
-            futures.append(fut)
-        return list(await asyncio.gather(*futures))
+            requests.append(
+                _Request(ids, params, loop.create_future(), time.perf_counter(), loop))
+        with self._pending_lock:
+            self._pending.extend(requests)
+        wake.set()
+        return list(await asyncio.gather(*(r.future for r in requests)))
 
-    async def _collect(self, queue: asyncio.Queue[_Request]) -> list[_Request]:
-        first = await queue.get()
-        batch = [first]
-        loop = asyncio.get_running_loop()
-        deadline = loop.time() + self.batch_wait
-        while len(batch) < self.max_batch_size:
-            if not queue.empty():
-                batch.append(queue.get_nowait())
-                continue
-            left = deadline - loop.time()
-            if left <= 0:
-                break
-            try:
-                batch.append(await asyncio.wait_for(queue.get(), left))
-            except asyncio.TimeoutError:
-                break
-        return [r for r in batch if not r.future.done()]
-
-    async def _work(self, queue: asyncio.Queue[_Request]) -> None:
+    async def _work(self, wake: asyncio.Event) -> None:
         while True:
-            batch = await self._collect(queue)
-            if not batch:
-                continue
+            await wake.wait()
+            wake.clear()
+            # give concurrent callers a moment to add their requests to the first batch
+            if self.batch_wait > 0 and len(self._pending) < self.max_batch_size:
+                await asyncio.sleep(self.batch_wait)
             try:
-                results = await asyncio.to_thread(self._decode, batch)
+                await asyncio.to_thread(self._drain)
             except Exception as e:  # one bad batch must not kill the worker
-                log.exception("hf decode failed for a batch of %d", len(batch))
+                log.exception("hf decoding failed")
                 err = LLMError(f"hf backend {self.model}: decoding failed: "
                                f"{type(e).__name__}: {e}")
-                for r in batch:
-                    if not r.future.done():
-                        r.future.set_exception(err)
-                continue
-            for r, c in zip(batch, results):
-                if not r.future.done():
-                    r.future.set_result(c)
+                with self._pending_lock:
+                    failed, self._in_flight = list(self._in_flight), set()
+                for r in failed:
+                    _resolve(r, error=err)
 
-    def _decode(self, batch: list[_Request]) -> list[Completion]:
+    def _drain(self) -> None:
+        """Worker thread: decode every pending request, admitting new ones as room frees up."""
+        with self._lock:
+            self._decoder.run(self._admit, self._deliver, self.max_batch_size)
+
+    def _admit(self, n: int) -> list[Any]:
         from marag.llm.hf_decode import Row
 
-        rows = [Row(r.prompt_ids, r.params, self._allowed_mask(r.params.allowed_text))
-                for r in batch]
-        with self._lock:
-            results = self._decoder.run(rows)
-        self.batches_run += 1
-        self.rows_run += len(rows)
-        now = time.perf_counter()
-        return [
-            Completion(
-                text=res.text,
-                finish_reason=res.finish_reason,
-                prompt_tokens=len(r.prompt_ids),
-                completion_tokens=len(res.token_ids),
-                prompt_token_ids=list(r.prompt_ids),
-                token_ids=res.token_ids,
-                logprobs=res.logprobs,
-                model=self.model,
-                latency=now - r.enqueued,
-            )
-            for r, res in zip(batch, results)
-        ]
+        rows = []
+        with self._pending_lock:
+            while self._pending and len(rows) < n:
+                r = self._pending.popleft()
+                if r.future.done():  # the caller gave up (cancelled)
+                    continue
+                self._in_flight.add(r)
+                rows.append(Row(r.prompt_ids, r.params,
+                                self._allowed_mask(r.params.allowed_text), tag=r))
+        if rows:
+            self.batches_run += 1
+            self.rows_run += len(rows)
+        return rows
+
+    def _deliver(self, row: Any, res: Any) -> None:
+        r: _Request = row.tag
+        with self._pending_lock:
+            self._in_flight.discard(r)
+        completion = Completion(
+            text=res.text,
+            finish_reason=res.finish_reason,
+            prompt_tokens=len(r.prompt_ids),
+            completion_tokens=len(res.token_ids),
+            prompt_token_ids=list(r.prompt_ids),
+            token_ids=res.token_ids,
+            logprobs=res.logprobs,
+            model=self.model,
+            latency=time.perf_counter() - r.enqueued,
+        )
+        _resolve(r, result=completion)
 
     async def aclose(self) -> None:
         worker, self._worker = self._worker, None
@@ -204,8 +207,28 @@ class HFBackend:
                 await worker
             except (asyncio.CancelledError, RuntimeError):
                 pass
-        if self._queue is not None:
-            while not self._queue.empty():
-                r = self._queue.get_nowait()
-                if not r.future.done():
-                    r.future.set_exception(LLMError("hf backend closed"))
+        with self._pending_lock:
+            left = [r for r in self._pending if r.loop is asyncio.get_running_loop()]
+            for r in left:
+                self._pending.remove(r)
+        for r in left:
+            if not r.future.done():
+                r.future.set_exception(LLMError("hf backend closed"))
+
+
+def _resolve(r: _Request, *, result: Completion | None = None,
+             error: BaseException | None = None) -> None:
+    """Complete a request's future on its own event loop (callable from any thread)."""
+
+    def settle() -> None:
+        if r.future.done():
+            return
+        if error is not None:
+            r.future.set_exception(error)
+        else:
+            r.future.set_result(result)  # type: ignore[arg-type]
+
+    try:
+        r.loop.call_soon_threadsafe(settle)
+    except RuntimeError:  # the caller's loop is closed; nobody is waiting any more
+        pass

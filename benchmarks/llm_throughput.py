@@ -1,0 +1,114 @@
+"""Generation throughput of the ``hf`` backend on the embedded SmolLM2, and load times.
+
+For each concurrency level c, ``--requests`` one-conversation ``generate`` calls are made with
+at most c in flight (as the evaluator's semaphore does); c=1 is plain sequential calls.
+Prompts are one-shot answer prompts built from the shared HotpotQA questions. Reports
+generated tokens/s, requests/s and how many decode batches the backend ran. Also: first load
+of the embedded model (GGUF conversion into a fresh cache) and cached load, and llama.cpp
+(sequential, it serialises calls) when llama-cpp-python is installed.
+
+    .venv/bin/python benchmarks/llm_throughput.py [--threads 1] [--bf16] [--requests 16]
+        [--max-tokens 32] [--levels 1,4,8,16] [--first-load] [--llamacpp]
+"""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import json
+import tempfile
+import time
+from pathlib import Path
+
+from marag.llm.base import LLM, Messages, SamplingParams
+
+DATA = Path(__file__).resolve().parents[1].parent / "shared" / "data" / "hotpotqa.questions.jsonl"
+
+
+def conversations(n: int) -> list[Messages]:
+    questions = []
+    with open(DATA, encoding="utf-8") as f:
+        for line in f:
+            questions.append(json.loads(line)["question"])
+            if len(questions) == n:
+                break
+    return [[{"role": "user", "content": "What is the capital of Germany?"},
+             {"role": "assistant", "content": "<answer>Berlin</answer>"},
+             {"role": "user", "content": q}] for q in questions]
+
+
+async def run_level(llm: LLM, convs: list[Messages], params: SamplingParams,
+                    concurrency: int) -> tuple[float, int]:
+    sem = asyncio.Semaphore(concurrency)
+
+    async def one(i: int, conv: Messages) -> int:
+        async with sem:
+            [c] = await llm.generate([conv], params.replace(seed=i))
+            return c.completion_tokens
+
+    t0 = time.perf_counter()
+    tokens = await asyncio.gather(*(one(i, c) for i, c in enumerate(convs)))
+    return time.perf_counter() - t0, sum(tokens)
+
+
+def main() -> None:
+    ap = argparse.ArgumentParser()
+    ap.add_argument("--threads", type=int, default=None, help="torch threads (default: torch's)")
+    ap.add_argument("--bf16", action="store_true", help="bf16 autocast")
+    ap.add_argument("--requests", type=int, default=16)
+    ap.add_argument("--max-tokens", type=int, default=32)
+    ap.add_argument("--temperature", type=float, default=0.7)
+    ap.add_argument("--levels", default="1,4,8,16")
+    ap.add_argument("--first-load", action="store_true", help="also time a cold GGUF conversion")
+    ap.add_argument("--llamacpp", action="store_true", help="also time llama.cpp if installed")
+    args = ap.parse_args()
+
+    import torch
+
+    from marag.llm.embedded import resolve_model
+    from marag.llm.hf_local import HFBackend
+
+    if args.threads:
+        torch.set_num_threads(args.threads)
+    print(f"torch threads: {torch.get_num_threads()}, bf16 autocast: {args.bf16}")
+    if args.first_load:
+        with tempfile.TemporaryDirectory() as tmp:
+            t0 = time.perf_counter()
+            resolve_model("smollm2", cache_dir=tmp)
+            print(f"first load (GGUF -> safetensors cache): {time.perf_counter() - t0:.1f} s")
+    t0 = time.perf_counter()
+    model, tok = resolve_model("smollm2")
+    print(f"cached load: {time.perf_counter() - t0:.1f} s")
+
+    convs = conversations(args.requests)
+    params = SamplingParams(temperature=args.temperature, max_tokens=args.max_tokens)
+    levels = [int(x) for x in args.levels.split(",")]
+    print("| in flight | wall s | gen tokens | tokens/s | requests/s | batches | speed-up |")
+    print("|---|---|---|---|---|---|---|")
+    base = None
+    for c in levels:
+        llm = HFBackend("smollm2", model=model, tokenizer=tok, max_batch_size=max(levels),
+                        bf16_autocast=args.bf16)
+        wall, tokens = asyncio.run(run_level(llm, convs, params, c))
+        tps = tokens / wall
+        base = base or tps
+        print(f"| {c} | {wall:.1f} | {tokens} | {tps:.1f} | {len(convs) / wall:.2f} | "
+              f"{llm.batches_run} | {tps / base:.2f}x |", flush=True)
+
+    if args.llamacpp:
+        try:
+            from marag.llm.llamacpp import LlamaCppBackend
+
+            t0 = time.perf_counter()
+            lc = LlamaCppBackend("smollm2", n_threads=args.threads)
+            print(f"llama.cpp load: {time.perf_counter() - t0:.1f} s")
+        except Exception as e:  # report and go on: llama.cpp is optional
+            print(f"llama.cpp not available: {e}")
+            return
+        wall, tokens = asyncio.run(run_level(lc, convs, params, 1))
+        print(f"| llama.cpp sequential | {wall:.1f} | {tokens} | {tokens / wall:.1f} | "
+              f"{len(convs) / wall:.2f} | - | {tokens / wall / base:.2f}x |")
+
+
+if __name__ == "__main__":
+    main()
