@@ -119,7 +119,7 @@ def test_builders_show_state_history_query_and_docs():
 
 def _inputs(name, q):
     return {
-        "mask.search": dict(question=q, state=STATE, history=[]),
-        "mask.summary": dict(question=q, query="x", docs=[]),
-        "mask.update": dict(question=q, state=STATE, query="x", evidence=""),
+        "mask.search": {"question": q, "state": STATE, "history": []},
+        "mask.summary": {"question": q, "query": "x", "docs": []},
+        "mask.update": {"question": q, "state": STATE, "query": "x", "evidence": ""},
     }[name]

@@ -14,7 +14,7 @@ from collections.abc import Sequence
 from marag.roles.answer import parse_tagged_answer
 from marag.roles.base import Messages, Parsed, Role
 from marag.roles.render import DEFAULT_DOC_WORDS, chat, render_docs, render_list, render_state
-from marag.roles.tags import find_first, first_line, numbered, scan
+from marag.roles.tags import find_first, numbered, scan
 from marag.types import Passage
 
 UNKNOWN = "unknown"

@@ -12,6 +12,7 @@ Everything here is linear in the text length and never raises.
 from __future__ import annotations
 
 import re
+from collections.abc import Iterator
 from dataclasses import dataclass
 
 # A tag name starts with a letter, so "a < b" or "<3" in prose is not a tag.
@@ -27,35 +28,38 @@ class Element:
     start: int  # offset of the opening tag in the text
 
 
-def scan(text: str) -> list[Element]:
-    """All opening tags in order, each with its body (see the module docstring)."""
+def iter_elements(text: str) -> Iterator[Element]:
+    """Opening tags in order, each with its body (see the module docstring)."""
     if not isinstance(text, str) or "<" not in text:
-        return []
-    marks = [(m.start(), m.end(), m.group(1) == "/", m.group(2).lower()) for m in _TAG.finditer(text)]
-    out: list[Element] = []
-    for i, (start, end, closing, name) in enumerate(marks):
-        if closing:
-            continue
-        if i + 1 < len(marks):
-            nxt_start, _, nxt_closing, nxt_name = marks[i + 1]
-            body = text[end:nxt_start]
-            closed = nxt_closing and nxt_name == name
-        else:
-            body = text[end:]
-            closed = False
-        out.append(Element(name=name, body=body.strip(), closed=closed, start=start))
-    return out
+        return
+    marks = _TAG.finditer(text)
+    current = next(marks, None)
+    while current is not None:
+        following = next(marks, None)
+        if current.group(1) != "/":
+            name = current.group(2).lower()
+            if following is None:
+                yield Element(name, text[current.end():].strip(), False, current.start())
+            else:
+                closed = following.group(1) == "/" and following.group(2).lower() == name
+                body = text[current.end():following.start()].strip()
+                yield Element(name, body, closed, current.start())
+        current = following
+
+
+def scan(text: str) -> list[Element]:
+    return list(iter_elements(text))
 
 
 def find_all(text: str, name: str) -> list[Element]:
     """Every element called ``name`` (case-insensitive), in order."""
     key = name.lower()
-    return [e for e in scan(text) if e.name == key]
+    return [e for e in iter_elements(text) if e.name == key]
 
 
 def find_first(text: str, name: str) -> Element | None:
-    found = find_all(text, name)
-    return found[0] if found else None
+    key = name.lower()
+    return next((e for e in iter_elements(text) if e.name == key), None)
 
 
 def numbered(elements: list[Element], prefix: str) -> list[tuple[int, Element]]:

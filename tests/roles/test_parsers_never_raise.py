@@ -1,0 +1,98 @@
+"""Whatever a model writes, every parser returns a well-typed Parsed and never raises."""
+
+import pytest
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
+
+from marag.roles import ROLES, Parsed
+
+FRAGMENTS = [
+    "<answer>", "</answer>", "<id>", "</id>", "Document7", "Document0", ",", "<q1>", "</q1>",
+    "<q3>", "<a1>", "</a2>", "<Update>t9", "<Update>", "</Update>", "<Add>t2</Add>", "<end>",
+    "<search>", "</search>", "<evidence>", "No useful information", "<predicted_answer>",
+    "<workflow>", "</workflow>", "R, DS, AG", "QDS", "QDP", "XX", "<query>", "0", "12", " ",
+    "\n", "\t", "é", "日本", "🙂", "\x00", "<", ">", "/", "unknown", "τ_1", "<q99999999>",
+]
+fragment_text = st.lists(st.sampled_from(FRAGMENTS) | st.text(max_size=5), max_size=40).map("".join)
+CONTEXT = {
+    "planner": st.fixed_dictionaries({"allow_decompose": st.booleans()}),
+    "QR": st.fixed_dictionaries({"question": st.text(max_size=20)}),
+    "QDS": st.fixed_dictionaries({"max_items": st.integers(1, 6)}),
+    "QDP": st.fixed_dictionaries({"max_items": st.integers(1, 6)}),
+    "mmoa.QR": st.fixed_dictionaries({"max_items": st.integers(1, 6)}),
+    "DS": st.fixed_dictionaries({"n_docs": st.integers(0, 12)}),
+    "mask.search": st.fixed_dictionaries({"history": st.lists(st.text(max_size=10), max_size=3)}),
+    "mask.update": st.fixed_dictionaries({"n_pairs": st.integers(0, 6)}),
+}
+
+
+def check_contract(name: str, p: Parsed, ctx: dict) -> None:
+    assert isinstance(p, Parsed)
+    assert isinstance(p.valid, bool)
+    assert isinstance(p.reason, str)
+    assert bool(p.reason) != p.valid  # a reason exactly when invalid
+    v = p.value
+    if name in ("planner", "QDS", "QDP", "mmoa.QR"):
+        assert isinstance(v, list) and all(isinstance(x, str) for x in v)
+        if name in ("QDS", "QDP"):
+            assert len(v) <= ctx["max_items"]
+        if name != "planner" and p.valid:
+            assert 1 <= len(v) <= ctx["max_items"]
+    elif name == "DS":
+        assert isinstance(v, list) and all(type(i) is int and 0 <= i < ctx["n_docs"] for i in v)
+        assert len(set(v)) == len(v)
+        assert v or not p.valid
+    elif name in ("QR", "AG", "AS", "mask.summary", "mask.answer"):
+        assert isinstance(v, str)
+        if p.valid and name != "mask.summary":
+            assert v.strip()
+    elif name == "mask.plan":
+        assert set(v) == {"pairs", "answer"} and isinstance(v["answer"], str) and v["answer"]
+        assert all(isinstance(q, str) and isinstance(a, str) and q and a for q, a in v["pairs"])
+    elif name == "mask.search":
+        assert v == {"end": True} or (set(v) == {"query"} and v["query"].strip())
+    elif name == "mask.update":
+        n = ctx["n_pairs"]
+        assert v["op"] in ("update", "add") and type(v["index"]) is int
+        assert 1 <= v["index"] <= n if v["op"] == "update" else v["index"] == n + 1
+    else:
+        pytest.fail(f"no contract check for role {name}")
+
+
+@pytest.mark.parametrize("name", sorted(ROLES))
+@settings(max_examples=120, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@given(text=st.text(), data=st.data())
+def test_arbitrary_text(name, text, data):
+    ctx = data.draw(CONTEXT.get(name, st.just({})))
+    check_contract(name, ROLES[name].parse(text, **ctx), ctx)
+
+
+@pytest.mark.parametrize("name", sorted(ROLES))
+@settings(max_examples=150, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@given(text=fragment_text, data=st.data())
+def test_tag_vocabulary_soup(name, text, data):
+    ctx = data.draw(CONTEXT.get(name, st.just({})))
+    check_contract(name, ROLES[name].parse(text, **ctx), ctx)
+
+
+HUGE = [
+    "<q1>" * 50_000,
+    "<" * 200_000,
+    "<id>" + "1, " * 50_000,
+    "Document7," * 50_000,
+    "<id>x" + " " * 200_000 + "x",
+    "<answer>" + "word " * 100_000,
+    "<a" + "b" * 200_000,
+]
+
+
+@pytest.mark.parametrize("name", sorted(ROLES))
+def test_huge_and_non_text_inputs(name):
+    ctx = {"planner": {"allow_decompose": True}, "QR": {"question": "q"}, "QDS": {"max_items": 4},
+           "QDP": {"max_items": 4}, "mmoa.QR": {"max_items": 4}, "DS": {"n_docs": 5},
+           "mask.search": {"history": []}, "mask.update": {"n_pairs": 2}}.get(name, {})
+    for text in HUGE:
+        check_contract(name, ROLES[name].parse(text, **ctx), ctx)
+    for junk in (None, b"<answer>x</answer>", 42):
+        p = ROLES[name].parse(junk, **ctx)
+        assert p.valid is False and p.reason == "completion is not text"
