@@ -143,7 +143,26 @@ def child(mode: str, corpus: str, index: str) -> None:
         idx.search_batch(qs, 5)
         extra = {"open_s": opened, "queries": len(qs), "qps": len(qs) / (time.perf_counter() - t1)}
     peak_mib = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024  # Linux: KiB
-    print(json.dumps({"mode": mode, "seconds": time.perf_counter() - t0, "peak_rss_mib": peak_mib, **extra}))
+    print(json.dumps({"mode": mode, "seconds": time.perf_counter() - t0, "peak_rss_mib": peak_mib,
+                      **extra, **rss_split()}))
+
+
+def rss_split() -> dict:
+    """Current RSS split into private (anonymous) memory and file-backed pages.
+
+    Memory-mapped index files count toward RSS once touched, but those pages are shared
+    page cache that the kernel can drop; the anonymous part is what serving really costs.
+    """
+    out = {}
+    try:
+        with open("/proc/self/status") as f:
+            for line in f:
+                key, _, value = line.partition(":")
+                if key in ("RssAnon", "RssFile", "VmRSS"):
+                    out[key + "_mib"] = int(value.split()[0]) / 1024
+    except OSError:
+        pass
+    return out
 
 
 def run_child(mode: str, corpus: Path, index: Path) -> dict:

@@ -73,16 +73,22 @@ class _Counts:
         self.lengths.append(lengths)
 
 
+def _join(counts: _Counts, name: str) -> np.ndarray:
+    pieces = getattr(counts, name)
+    setattr(counts, name, [])
+    joined = np.concatenate(pieces) if pieces else np.empty(0, np.int64)
+    pieces.clear()
+    return joined
+
+
 def _score_matrix(counts: _Counts, n_vocab: int, k1: float, b: float, method: str) -> dict[str, Any]:
     from bm25s.scoring import _select_idf_scorer
 
     if method not in ("lucene", "robertson", "atire"):
         raise ValueError(f"BM25 method {method!r} is not supported (lucene, robertson, atire)")
-    doc = np.concatenate(counts.docs) if counts.docs else np.empty(0, np.int32)
-    tok = np.concatenate(counts.toks) if counts.toks else np.empty(0, np.int32)
-    tf = np.concatenate(counts.tfs) if counts.tfs else np.empty(0, np.int32)
-    lengths = np.concatenate(counts.lengths) if counts.lengths else np.empty(0, np.int64)
-    counts.docs = counts.toks = counts.tfs = counts.lengths = []
+    # join one array at a time and drop its batch pieces at once, so the pieces and the
+    # joined copy of only one array coexist
+    doc, tok, tf, lengths = (_join(counts, name) for name in ("docs", "toks", "tfs", "lengths"))
     n_docs = len(lengths)
     avg_len = lengths.mean()  # float64, as bm25s computes it
     df = np.bincount(tok, minlength=n_vocab)
