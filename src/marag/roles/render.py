@@ -2,8 +2,10 @@
 
 Every prompt is a short system instruction, one worked example given as an earlier
 user/assistant exchange (small models copy the shape of a previous reply far more reliably
-than they follow a described format), then the real input. The user turn ends by naming the
-opening tag, so the reply is expected to start with it.
+than they follow a described format), then the real input. The example reply starts with the
+opening tag, so the real reply is expected to as well. Where SmolLM2-135M still drifted into
+prose (answers, selection, evidence, M-ASK plan and update), the user turn ends by restating
+the tag to use.
 """
 
 from __future__ import annotations
