@@ -156,3 +156,28 @@ async def test_requests_join_a_running_batch_and_leave_when_done(tiny):
     for [s], alone in zip(shorts, shorts_alone):
         assert s.token_ids == alone.token_ids
         assert s.logprobs == pytest.approx(alone.logprobs, abs=1e-4)
+
+
+async def test_tokenizer_without_chat_template_uses_plain_layout(tiny, caplog):
+    from marag.llm.tiny import build_tiny_tokenizer
+
+    tok = build_tiny_tokenizer()
+    tok.chat_template = None
+    backend = HFBackend("base", model=tiny[0], tokenizer=tok)
+    convo = [{"role": "user", "content": "hi"}]
+    assert backend.encode(convo) == tok("user: hi\nassistant:")["input_ids"]
+    assert "no chat template" in caplog.text
+    [c] = await backend.generate([convo], SamplingParams(max_tokens=4))
+    assert c.prompt_tokens == len(backend.encode(convo)) and c.completion_tokens <= 4
+
+
+def test_prefill_groups_bound_padding():
+    from marag.llm.hf_decode import Row, _length_groups
+
+    rows = [Row([0] * n, SamplingParams()) for n in (500, 10, 12, 480, 11, 60)]
+    groups = _length_groups(rows)
+    assert sorted(len(r.prompt_ids) for g in groups for r in g) == [10, 11, 12, 60, 480, 500]
+    for g in groups:
+        lengths = [len(r.prompt_ids) for r in g]
+        assert len(g) * max(lengths) <= 1.3 * sum(lengths)
+    assert [len(g) for g in groups] == [3, 1, 2]

@@ -65,6 +65,25 @@ def _left_pad(rows: list[Row], pad_id: int) -> tuple[torch.Tensor, torch.Tensor]
     return ids, mask
 
 
+def _length_groups(rows: list[Row], slack: float = 1.3) -> list[list[Row]]:
+    """Split rows into prefill groups of similar prompt length.
+
+    Left padding makes a prefill cost rows x longest prompt; grouping by length keeps the
+    padded work within ``slack`` of the real work (the groups' caches are merged afterwards).
+    """
+    groups: list[list[Row]] = []
+    real = 0
+    for r in sorted(rows, key=lambda r: len(r.prompt_ids)):
+        n = len(r.prompt_ids)
+        if groups and (len(groups[-1]) + 1) * n <= slack * (real + n):
+            groups[-1].append(r)
+            real += n
+        else:
+            groups.append([r])
+            real = n
+    return groups
+
+
 def _top_p_filter(probs: torch.Tensor, top_p: float) -> torch.Tensor:
     sorted_p, order = torch.sort(probs, descending=True)
     cum = torch.cumsum(sorted_p, dim=-1)
@@ -203,10 +222,11 @@ class BatchDecoder:
             while True:
                 room = max_rows - (len(running.rows) if running else 0)
                 new = admit(room) if room > 0 and (running is None or self.can_join) else []
-                if new:
-                    for r in new:
+                # sliding-window caches cannot be merged, so such models prefill in one go
+                for group in _length_groups(new) if self.can_join else [new] if new else []:
+                    for r in group:
                         r.started = time.perf_counter()
-                    fresh = self._prefill(new)
+                    fresh = self._prefill(group)
                     self._advance(fresh, deliver)
                     if fresh.rows:
                         running = fresh if running is None else _merge(running, fresh)

@@ -27,6 +27,8 @@ from marag.types import Completion
 
 log = logging.getLogger(__name__)
 
+PLAIN_STOP = "\nuser:"  # end of an answer in the layout used when there is no chat template
+
 
 @dataclass(eq=False)  # identity semantics: requests live in the in-flight set
 class _Request:
@@ -126,6 +128,9 @@ class HFBackend:
     async def generate(self, batch: list[Messages], params: SamplingParams) -> list[Completion]:
         if params.max_tokens < 1:
             raise LLMError(f"max_tokens must be >= 1, got {params.max_tokens}")
+        if not getattr(self.tokenizer, "chat_template", None) and PLAIN_STOP not in params.stop:
+            # a base model in the plain layout goes on to write the next user turn itself
+            params = params.replace(stop=(*params.stop, PLAIN_STOP))
         wake = self._ensure_worker()
         loop = asyncio.get_running_loop()
         limit = self._decoder.max_positions
