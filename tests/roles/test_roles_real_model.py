@@ -59,14 +59,18 @@ def _calls(question, docs):
 
 
 def test_every_role_on_smollm2(shared_data):
+    import torch
+
     from marag.config import LLMConfig
     from marag.llm.base import SamplingParams
     from marag.llm.factory import make_llm
 
+    threads = torch.get_num_threads()  # n_threads below is process-wide; restored at the end
     question, docs = _hotpot_case(shared_data)
     calls = _calls(question, docs)
     assert {name for name, _, _ in calls} == set(ROLES)
-    llm = make_llm(LLMConfig(max_batch_size=len(calls), batch_wait_ms=500.0))
+    # One torch thread: on a shared, busy CPU more threads only spin against each other.
+    llm = make_llm(LLMConfig(max_batch_size=len(calls), batch_wait_ms=500.0, n_threads=1))
 
     async def run_all():
         async def one(name, inputs):
@@ -80,7 +84,10 @@ def test_every_role_on_smollm2(shared_data):
         finally:
             await llm.aclose()
 
-    completions = asyncio.run(run_all())
+    try:
+        completions = asyncio.run(run_all())
+    finally:
+        torch.set_num_threads(threads)
     results = {}
     for (name, _, ctx), completion in zip(calls, completions):
         parsed = get_role(name).parse(completion.text, **ctx)
