@@ -76,6 +76,11 @@ def test_role_validity_and_workflow_distribution(traces):
     assert s["workflows"] == {"R,AG": 2, "QDS": 1, "planner": 1}
     assert list(s["workflows"]) == ["R,AG", "QDS", "planner"]  # most common first
     assert workflow_type(Trace(id="x", question="x", method="vanilla")) == "(none)"
+    fallback = _trace(5, "hotpotqa", "x", ["y"], workflow=["R", "AG"],
+                      steps=[("planner", False), ("R", True), ("AG", True)])
+    assert workflow_type(fallback) == "R,AG (fallback)"
+    fallback.steps[0].node_id = 1  # a child's bad plan says nothing about the root's
+    assert workflow_type(fallback) == "R,AG"
 
 
 def test_per_dataset_groups(traces):

@@ -26,6 +26,8 @@ COST_FIELDS = (
     "money",
 )
 NO_WORKFLOW = "(none)"
+PLANNER = "planner"
+FALLBACK = " (fallback)"
 
 Scorer = Callable[[str, list[str]], dict[str, float]]
 
@@ -47,12 +49,17 @@ def score_trace(trace: Trace, scorer: Scorer | None = None) -> dict[str, float]:
 def workflow_type(trace: Trace) -> str:
     """The workflow a trace ran, as a short label for distribution counts.
 
-    Planner methods record the root's plan on node 0 (``"R,AG"``, ``"QDS"``...). Static
+    Planner methods record the root's plan on node 0 (``"R,AG"``, ``"QDS"``...), marked
+    ``" (fallback)"`` when the root's planner output was invalid. Static
     methods have no plan, so their label is the ordered set of roles their steps used,
     which is the method's fixed pipeline (``"QR,R,DS,AG"`` for mmoa-rag).
     """
     if trace.nodes and trace.nodes[0].workflow:
-        return ",".join(trace.nodes[0].workflow)
+        label = ",".join(trace.nodes[0].workflow)
+        root_plan = next((s for s in trace.steps if s.role == PLANNER and s.node_id == 0), None)
+        # An unparseable plan leaves the configured fallback on the root; counting it as if
+        # the planner had chosen it would misstate what the planner does.
+        return label + FALLBACK if root_plan is not None and not root_plan.valid else label
     seen: dict[str, None] = {}
     for step in trace.steps:
         seen.setdefault(step.role, None)
