@@ -8,7 +8,7 @@ of the embedded model (GGUF conversion into a fresh cache) and cached load, and 
 (sequential, it serialises calls) when llama-cpp-python is installed.
 
     .venv/bin/python benchmarks/llm_throughput.py [--threads 1] [--bf16] [--requests 16]
-        [--max-tokens 32] [--levels 1,4,8,16] [--first-load] [--llamacpp]
+        [--max-tokens 32] [--levels 1,4,8,16] [--first-load] [--llamacpp] [--steps-only]
 """
 
 from __future__ import annotations
@@ -51,6 +51,28 @@ async def run_level(llm: LLM, convs: list[Messages], params: SamplingParams,
     return time.perf_counter() - t0, sum(tokens)
 
 
+def step_costs(model: object, batch_sizes: list[int], prompt: int = 64, steps: int = 8,
+               bf16: bool = False) -> list[tuple[int, float, float]]:
+    """Raw forward costs: one prefill of ``rows`` x ``prompt`` tokens, then decode steps."""
+    import torch
+    from transformers import DynamicCache
+
+    out = []
+    for rows in batch_sizes:
+        ids = torch.randint(100, 1000, (rows, prompt))
+        with torch.inference_mode(), torch.autocast("cpu", torch.bfloat16, enabled=bf16):
+            cache = DynamicCache(config=model.config)
+            t0 = time.perf_counter()
+            model(input_ids=ids, past_key_values=cache, use_cache=True, logits_to_keep=1)
+            prefill = time.perf_counter() - t0
+            nxt = ids[:, -1:]
+            t0 = time.perf_counter()
+            for _ in range(steps):
+                model(input_ids=nxt, past_key_values=cache, use_cache=True, logits_to_keep=1)
+            out.append((rows, prefill, (time.perf_counter() - t0) / steps))
+    return out
+
+
 def main() -> None:
     ap = argparse.ArgumentParser()
     ap.add_argument("--threads", type=int, default=None, help="torch threads (default: torch's)")
@@ -61,6 +83,8 @@ def main() -> None:
     ap.add_argument("--levels", default="1,4,8,16")
     ap.add_argument("--first-load", action="store_true", help="also time a cold GGUF conversion")
     ap.add_argument("--llamacpp", action="store_true", help="also time llama.cpp if installed")
+    ap.add_argument("--steps-only", action="store_true",
+                    help="only the raw prefill/decode-step costs (and llama.cpp if asked)")
     args = ap.parse_args()
 
     import torch
@@ -83,10 +107,10 @@ def main() -> None:
     convs = conversations(args.requests)
     params = SamplingParams(temperature=args.temperature, max_tokens=args.max_tokens)
     levels = [int(x) for x in args.levels.split(",")]
+    base = None
     print("| in flight | wall s | gen tokens | tokens/s | requests/s | batches | speed-up |")
     print("|---|---|---|---|---|---|---|")
-    base = None
-    for c in levels:
+    for c in [] if args.steps_only else levels:
         llm = HFBackend("smollm2", model=model, tokenizer=tok, max_batch_size=max(levels),
                         bf16_autocast=args.bf16)
         wall, tokens = asyncio.run(run_level(llm, convs, params, c))
@@ -94,6 +118,14 @@ def main() -> None:
         base = base or tps
         print(f"| {c} | {wall:.1f} | {tokens} | {tps:.1f} | {len(convs) / wall:.2f} | "
               f"{llm.batches_run} | {tps / base:.2f}x |", flush=True)
+
+    prompt_tokens = [len(HFBackend("smollm2", model=model, tokenizer=tok).encode(c)) for c in convs]
+    print(f"prompt tokens per request: mean {sum(prompt_tokens) / len(convs):.0f}, "
+          f"total {sum(prompt_tokens)}")
+    print("| rows | prefill s (64-token prompts) | decode step ms | decode tokens/s |")
+    print("|---|---|---|---|")
+    for rows, prefill, step in step_costs(model, levels, bf16=args.bf16):
+        print(f"| {rows} | {prefill:.2f} | {step * 1000:.0f} | {rows / step:.1f} |", flush=True)
 
     if args.llamacpp:
         try:
@@ -106,8 +138,9 @@ def main() -> None:
             print(f"llama.cpp not available: {e}")
             return
         wall, tokens = asyncio.run(run_level(lc, convs, params, 1))
+        rel = f"{tokens / wall / base:.2f}x" if base else "-"
         print(f"| llama.cpp sequential | {wall:.1f} | {tokens} | {tokens / wall:.1f} | "
-              f"{len(convs) / wall:.2f} | - | {tokens / wall / base:.2f}x |")
+              f"{len(convs) / wall:.2f} | - | {rel} |")
 
 
 if __name__ == "__main__":
