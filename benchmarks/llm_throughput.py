@@ -73,6 +73,29 @@ def step_costs(model: object, batch_sizes: list[int], prompt: int = 64, steps: i
     return out
 
 
+def compare_generate(model: object, tok: object, convs: list[Messages], max_tokens: int) -> None:
+    """Greedy, all conversations in one call: transformers' ``generate`` vs marag's loop."""
+    import torch
+
+    from marag.llm.hf_local import HFBackend
+
+    backend = HFBackend("smollm2", model=model, tokenizer=tok, max_batch_size=len(convs))
+    texts = [tok.apply_chat_template(c, add_generation_prompt=True, tokenize=False) for c in convs]
+    tok.padding_side = "left"
+    enc = tok(texts, add_special_tokens=False, return_tensors="pt", padding=True)
+    t0 = time.perf_counter()
+    with torch.inference_mode():
+        out = model.generate(**enc, max_new_tokens=max_tokens, do_sample=False)
+    hf_s = time.perf_counter() - t0
+    hf_tokens = int((out[:, enc.input_ids.shape[1]:] != tok.pad_token_id).sum())
+    t0 = time.perf_counter()
+    mine = asyncio.run(backend.generate(convs, SamplingParams(max_tokens=max_tokens)))
+    our_s = time.perf_counter() - t0
+    our_tokens = sum(c.completion_tokens for c in mine)
+    print(f"| model.generate, {len(convs)} rows, greedy | {hf_s:.1f} s | {hf_tokens} tokens |")
+    print(f"| marag decode loop, same rows | {our_s:.1f} s | {our_tokens} tokens |")
+
+
 def main() -> None:
     ap = argparse.ArgumentParser()
     ap.add_argument("--threads", type=int, default=None, help="torch threads (default: torch's)")
@@ -83,6 +106,8 @@ def main() -> None:
     ap.add_argument("--levels", default="1,4,8,16")
     ap.add_argument("--first-load", action="store_true", help="also time a cold GGUF conversion")
     ap.add_argument("--llamacpp", action="store_true", help="also time llama.cpp if installed")
+    ap.add_argument("--compare-generate", action="store_true",
+                    help="also time transformers' generate on one batch of --levels' largest")
     ap.add_argument("--steps-only", action="store_true",
                     help="only the raw prefill/decode-step costs (and llama.cpp if asked)")
     args = ap.parse_args()
@@ -126,6 +151,9 @@ def main() -> None:
     print("|---|---|---|---|")
     for rows, prefill, step in step_costs(model, levels, bf16=args.bf16):
         print(f"| {rows} | {prefill:.2f} | {step * 1000:.0f} | {rows / step:.1f} |", flush=True)
+
+    if args.compare_generate:
+        compare_generate(model, tok, convs[: max(levels)], args.max_tokens)
 
     if args.llamacpp:
         try:
