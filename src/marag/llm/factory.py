@@ -1,8 +1,9 @@
 """Build LLM backends from configuration.
 
 ``make_llms`` builds every entry of ``config.llms``; ``hf`` entries naming the same model,
-device, dtype and cache share one loaded model object (the policy and the executors of a
-JADE run are one backbone, loaded once). The test-only ``scripted`` backend is never built
+device, dtype and cache get the same backend object: the model is loaded once and the
+requests of every role meet in one batcher (the policy and the executors of a JADE run are
+one backbone). The test-only ``scripted`` backend is never built
 from configuration.
 """
 
@@ -18,8 +19,8 @@ log = logging.getLogger(__name__)
 
 OPENAI_DEFAULT_URL = "https://api.openai.com/v1"
 
-# (model, device, dtype, cache_dir) -> (torch module, tokenizer)
-_Shared = dict[tuple[str, str, str, str | None], tuple[Any, Any]]
+# (model, device, dtype, cache_dir) -> the backend already built for it
+_Shared = dict[tuple[str, str, str, str | None], Any]
 
 
 def _set_threads(n_threads: int | None) -> None:
@@ -37,15 +38,18 @@ def make_llm(cfg: LLMConfig, *, shared: _Shared | None = None) -> LLM:
 
         _set_threads(cfg.n_threads)
         key = (cfg.model, cfg.device, cfg.dtype, cfg.cache_dir)
-        module = tokenizer = None
         if shared is not None and key in shared:
-            module, tokenizer = shared[key]
+            backend = shared[key]
+            if (backend.max_batch_size, backend.batch_wait) != (
+                    cfg.max_batch_size, cfg.batch_wait_ms / 1000.0):
+                log.warning("hf backends for %s share one batcher; using the first entry's "
+                            "max_batch_size/batch_wait_ms", cfg.model)
+            return backend
         backend = HFBackend(cfg.model, device=cfg.device, dtype=cfg.dtype,
                             max_batch_size=cfg.max_batch_size, batch_wait_ms=cfg.batch_wait_ms,
-                            bf16_autocast=cfg.bf16_autocast, model=module, tokenizer=tokenizer,
-                            cache_dir=cfg.cache_dir)
+                            bf16_autocast=cfg.bf16_autocast, cache_dir=cfg.cache_dir)
         if shared is not None:
-            shared[key] = (backend.module, backend.tokenizer)
+            shared[key] = backend
         return backend
     if cfg.backend == "openai":
         from marag.llm.openai_http import OpenAIBackend

@@ -118,7 +118,7 @@ def _choose(rows: list[Row], logits: torch.Tensor) -> tuple[list[int], list[floa
 
 
 class BatchDecoder:
-    """Runs one batch of rows to completion. Not thread-safe: callers serialise ``run``."""
+    """Decodes rows with a shared KV cache. Not thread-safe: callers serialise ``run``."""
 
     def __init__(self, model: Any, tokenizer: Any, *, bf16_autocast: bool = False) -> None:
         self.model = model
