@@ -13,6 +13,7 @@ from __future__ import annotations
 
 import logging
 import os
+import shutil
 import threading
 import time
 from pathlib import Path
@@ -54,68 +55,89 @@ def tokenize_queries(queries: list[str], stemmer: Any) -> list[list[str]]:
 
 
 class _Counts:
-    """Accumulates per-batch (doc, token, tf) triples and document lengths."""
+    """Per-batch ``(doc, token, tf, rank)`` columns, appended to files on disk.
 
-    def __init__(self) -> None:
-        self.docs: list[np.ndarray] = []
-        self.toks: list[np.ndarray] = []
-        self.tfs: list[np.ndarray] = []
+    ``rank`` is the entry's position among all entries of its token so far (entries arrive in
+    doc order), so its final place in the column-sorted matrix is ``indptr[token] + rank``:
+    no global sort, and nothing proportional to the corpus is held in RAM except 8 bytes of
+    length per document.
+    """
+
+    COLUMNS = ("doc", "tok", "tf", "rank")
+
+    def __init__(self, tmp: Path) -> None:
+        tmp.mkdir(parents=True, exist_ok=True)
+        self.tmp = tmp
+        self.files = {c: open(tmp / f"{c}.i32", "wb") for c in self.COLUMNS}  # noqa: SIM115
         self.lengths: list[np.ndarray] = []
+        self.cursor = np.zeros(1 << 16, dtype=np.int64)  # entries seen so far, per token
+        self.nnz = 0
 
     def add(self, start: int, ids: list[list[int]]) -> None:
         lengths = np.fromiter((len(x) for x in ids), dtype=np.int64, count=len(ids))
         flat = np.fromiter((t for x in ids for t in x), dtype=np.int64, count=int(lengths.sum()))
         local = np.repeat(np.arange(len(ids), dtype=np.int64), lengths)
         keys, tf = np.unique((local << 32) | flat, return_counts=True)
-        self.docs.append(((keys >> 32) + start).astype(np.int32))
-        self.toks.append((keys & 0xFFFFFFFF).astype(np.int32))
-        self.tfs.append(tf.astype(np.int32))
+        doc, tok = (keys >> 32) + start, keys & 0xFFFFFFFF
+        order = np.argsort(tok, kind="stable")
+        st = tok[order]
+        starts = np.flatnonzero(np.r_[True, st[1:] != st[:-1]]) if len(st) else np.empty(0, np.int64)
+        sizes = np.diff(np.r_[starts, len(st)])
+        if len(st) and st[-1] >= len(self.cursor):
+            grown = np.zeros(max(2 * len(self.cursor), int(st[-1]) + 1), dtype=np.int64)
+            grown[: len(self.cursor)] = self.cursor
+            self.cursor = grown
+        rank = np.empty(len(st), dtype=np.int64)
+        rank[order] = self.cursor[st] + (np.arange(len(st)) - np.repeat(starts, sizes))
+        self.cursor[st[starts]] += sizes
+        for name, col in zip(self.COLUMNS, (doc, tok, tf, rank), strict=True):
+            self.files[name].write(col.astype(np.int32).tobytes())
         self.lengths.append(lengths)
+        self.nnz += len(keys)
 
-
-def _join(counts: _Counts, name: str) -> np.ndarray:
-    pieces = getattr(counts, name)
-    setattr(counts, name, [])
-    joined = np.concatenate(pieces) if pieces else np.empty(0, np.int64)
-    pieces.clear()
-    return joined
+    def columns(self) -> dict[str, np.ndarray]:
+        for f in self.files.values():
+            f.close()
+        if self.nnz == 0:
+            return {c: np.empty(0, np.int32) for c in self.COLUMNS}
+        return {c: np.memmap(self.tmp / f"{c}.i32", dtype=np.int32, mode="r") for c in self.COLUMNS}
 
 
 def _score_matrix(counts: _Counts, n_vocab: int, k1: float, b: float, method: str) -> dict[str, Any]:
+    """The CSC arrays bm25s would build, written straight to memory-mapped files."""
     from bm25s.scoring import _select_idf_scorer
 
     if method not in ("lucene", "robertson", "atire"):
         raise ValueError(f"BM25 method {method!r} is not supported (lucene, robertson, atire)")
-    # join one array at a time and drop its batch pieces at once, so the pieces and the
-    # joined copy of only one array coexist
-    doc, tok, tf, lengths = (_join(counts, name) for name in ("docs", "toks", "tfs", "lengths"))
-    n_docs = len(lengths)
+    cols = counts.columns()
+    lengths = np.concatenate(counts.lengths) if counts.lengths else np.empty(0, np.int64)
+    n_docs, nnz = len(lengths), counts.nnz
     avg_len = lengths.mean()  # float64, as bm25s computes it
-    df = np.bincount(tok, minlength=n_vocab)
+    df = np.zeros(n_vocab, dtype=np.int64)
+    m = min(n_vocab, len(counts.cursor))
+    df[:m] = counts.cursor[:m]
     idf_fn = _select_idf_scorer(method)
     # math.log per term keeps the idf bit-identical to bm25s (np.log may differ in the last ulp)
     idf = np.array([idf_fn(int(d), N=n_docs) if d else 0.0 for d in df], dtype=np.float32)
-    # float64 temporaries are made a chunk at a time: at wiki scale the whole-array versions
-    # would cost 24 bytes per (doc, token) pair on top of the index itself
-    data = np.empty(len(tok), dtype=np.float32)
+    indptr = np.zeros(n_vocab + 1, dtype=np.int64)
+    np.cumsum(df, out=indptr[1:])
+    shape = (max(nnz, 1),)  # numpy cannot map an empty file
+    data = np.lib.format.open_memmap(counts.tmp / "data.npy", "w+", np.float32, shape)
+    rows = np.lib.format.open_memmap(counts.tmp / "rows.npy", "w+", np.int32, shape)
     step = 1 << 22
-    for lo in range(0, len(tok), step):
+    for lo in range(0, nnz, step):
         sl = slice(lo, lo + step)
-        tf64 = tf[sl].astype(np.float32).astype(np.float64)
-        l_d = lengths[doc[sl]].astype(np.float64)
+        doc, tok = np.asarray(cols["doc"][sl]), np.asarray(cols["tok"][sl])
+        tf64 = np.asarray(cols["tf"][sl]).astype(np.float32).astype(np.float64)
+        l_d = lengths[doc].astype(np.float64)
         if method == "atire":
             tfc = (tf64 * (k1 + 1)) / (tf64 + k1 * (1 - b + b * l_d / avg_len))
         else:
             tfc = tf64 / (k1 * ((1 - b) + b * l_d / avg_len) + tf64)
-        data[sl] = idf[tok[sl]].astype(np.float64) * tfc
-    del tf, lengths
-    # entries arrive ordered by doc, so a stable sort on the token alone gives bm25s's
-    # (token, doc) column order with a 4-byte key instead of a packed 8-byte one
-    order = np.argsort(tok, kind="stable")
-    del tok
-    indptr = np.zeros(n_vocab + 1, dtype=np.int64)
-    np.cumsum(df, out=indptr[1:])
-    return {"data": data[order], "indices": doc[order], "indptr": indptr, "num_docs": n_docs}
+        pos = indptr[tok] + cols["rank"][sl]
+        data[pos] = (idf[tok].astype(np.float64) * tfc).astype(np.float32)
+        rows[pos] = doc
+    return {"data": data[:nnz], "indices": rows[:nnz], "indptr": indptr, "num_docs": n_docs}
 
 
 def build_bm25(
@@ -136,7 +158,7 @@ def build_bm25(
     corpus = corpus_record(corpus_path)
     (out / MANIFEST).unlink(missing_ok=True)  # a rebuild that fails must not look finished
     tokenizer = Tokenizer(stopwords="en", stemmer=make_stemmer())
-    counts = _Counts()
+    counts = _Counts(out / "build.tmp")
 
     def on_batch(start: int, passages: list[Any]) -> None:
         texts = [f"{p.title}\n{p.text}" for p in passages]
@@ -153,6 +175,8 @@ def build_bm25(
     model.scores, model.vocab_dict = scores, vocab
     model.nonoccurrence_array = None  # only bm25l/bm25+ use it; those are not offered
     model.save(str(out / BM25_DIR), show_progress=False)
+    del model, scores
+    shutil.rmtree(out / "build.tmp")
     write_manifest(
         out,
         kind="bm25",
