@@ -20,7 +20,7 @@ import tempfile
 import time
 from pathlib import Path
 
-from marag.llm.base import LLM, Messages, SamplingParams
+from marag.llm.base import LLM, LLMError, Messages, SamplingParams
 
 DATA = Path(__file__).resolve().parents[1].parent / "shared" / "data" / "hotpotqa.questions.jsonl"
 
@@ -162,7 +162,7 @@ def main() -> None:
             t0 = time.perf_counter()
             lc = LlamaCppBackend("smollm2", n_threads=args.threads)
             print(f"llama.cpp load: {time.perf_counter() - t0:.1f} s")
-        except Exception as e:  # report and go on: llama.cpp is optional
+        except LLMError as e:  # report and go on: llama.cpp is optional
             print(f"llama.cpp not available: {e}")
             return
         wall, tokens = asyncio.run(run_level(lc, convs, params, 1))

@@ -27,7 +27,8 @@ def test_serve_llm_help_runs_without_heavy_imports():
 
 
 @pytest.mark.slow  # a subprocess that imports torch and transformers
-async def test_serve_llm_command_serves_a_model_folder(tiny, tmp_path, free_port):
+def test_serve_llm_command_serves_a_model_folder(tiny, tmp_path, free_port):
+    import asyncio
     import time
 
     import httpx
@@ -44,20 +45,25 @@ async def test_serve_llm_command_serves_a_model_folder(tiny, tmp_path, free_port
          str(port), "--threads", "1"], stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
     try:
         deadline = time.monotonic() + 90
-        async with httpx.AsyncClient() as http:
-            while True:
-                assert proc.poll() is None, proc.stdout.read()
-                try:
-                    if (await http.get(f"http://127.0.0.1:{port}/health")).status_code == 200:
-                        break
-                except httpx.TransportError:
-                    pass
-                assert time.monotonic() < deadline, "serve-llm did not come up"
-                time.sleep(0.2)
-        client = OpenAIBackend(f"http://127.0.0.1:{port}/v1", str(folder))
-        out = await client.generate([[{"role": "user", "content": "hi"}]] * 3,
-                                    SamplingParams(max_tokens=5, logprobs=True))
-        await client.aclose()
+        while True:
+            assert proc.poll() is None, proc.stdout.read()
+            try:
+                if httpx.get(f"http://127.0.0.1:{port}/health").status_code == 200:
+                    break
+            except httpx.TransportError:
+                pass
+            assert time.monotonic() < deadline, "serve-llm did not come up"
+            time.sleep(0.2)
+
+        async def ask() -> list:
+            client = OpenAIBackend(f"http://127.0.0.1:{port}/v1", str(folder))
+            try:
+                return await client.generate([[{"role": "user", "content": "hi"}]] * 3,
+                                             SamplingParams(max_tokens=5, logprobs=True))
+            finally:
+                await client.aclose()
+
+        out = asyncio.run(ask())
         assert [len(c.logprobs) for c in out] == [c.completion_tokens for c in out]
         assert len({c.text for c in out}) == 1  # greedy: the same prompt, the same answer
     finally:

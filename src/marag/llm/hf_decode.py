@@ -22,8 +22,8 @@ from __future__ import annotations
 
 import random
 import time
-from dataclasses import dataclass, field
 from collections.abc import Callable
+from dataclasses import dataclass, field
 from typing import Any
 
 import torch

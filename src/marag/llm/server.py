@@ -10,9 +10,9 @@ from __future__ import annotations
 
 import logging
 import time
+import uuid
 from collections.abc import AsyncIterator
 from contextlib import asynccontextmanager
-import uuid
 from typing import Any
 
 from fastapi import FastAPI, Request
