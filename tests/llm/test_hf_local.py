@@ -181,3 +181,17 @@ def test_prefill_groups_bound_padding():
         lengths = [len(r.prompt_ids) for r in g]
         assert len(g) * max(lengths) <= 1.3 * sum(lengths)
     assert [len(g) for g in groups] == [3, 1, 2]
+
+
+async def test_cancelled_request_leaves_the_batch(tiny):
+    model, tok = tiny
+    backend = HFBackend("tiny", model=model, tokenizer=tok, batch_wait_ms=0)
+    task = asyncio.create_task(backend.generate([CONVS[3]], SamplingParams(max_tokens=400)))
+    while backend.batches_run == 0:
+        await asyncio.sleep(0.001)
+    task.cancel()
+    with pytest.raises(asyncio.CancelledError):
+        await task
+    [c] = await backend.generate([CONVS[0]], SamplingParams(max_tokens=3))
+    assert c.completion_tokens == 3
+    assert backend._decoder.dropped == 1 and not backend._in_flight

@@ -137,6 +137,9 @@ class BatchDecoder:
         self.max_positions = int(getattr(model.config, "max_position_embeddings", 0) or 0)
         self._rng = random.Random()
         self.prefills = 0
+        self.dropped = 0
+        # set by the owner: True when a row's caller has gone (cancelled), so it stops early
+        self.abandoned: Callable[[Row], bool] | None = None
         # Rows can join a running batch only when every cache layer is a plain growing
         # key/value store; sliding-window layers (Gemma 3) keep a ring of recent tokens that a
         # left-padded merge would corrupt, so such models decode batch by batch.
@@ -195,6 +198,8 @@ class BatchDecoder:
         for slot, r in enumerate(batch.rows):
             if self._finish(r, tokens[slot], lps[slot]):
                 deliver(r, self._result(r))
+            elif self.abandoned is not None and self.abandoned(r):
+                self.dropped += 1  # nobody waits for this row any more
             else:
                 keep.append(slot)
         if len(keep) < len(batch.rows):

@@ -63,6 +63,7 @@ class HFBackend:
         self.max_batch_size = max_batch_size
         self.batch_wait = batch_wait_ms / 1000.0
         self._decoder = BatchDecoder(model, tokenizer, bf16_autocast=bf16_autocast)
+        self._decoder.abandoned = self._abandoned
         # One decode at a time even if several event loops share this backend.
         self._lock = threading.Lock()
         self._pending: deque[_Request] = deque()
@@ -186,6 +187,14 @@ class HFBackend:
             self.batches_run += 1
             self.rows_run += len(rows)
         return rows
+
+    def _abandoned(self, row: Any) -> bool:
+        # results are only ever set on delivery, so a done future here means a cancelled caller
+        if not row.tag.future.done():
+            return False
+        with self._pending_lock:
+            self._in_flight.discard(row.tag)
+        return True
 
     def _deliver(self, row: Any, res: Any) -> None:
         r: _Request = row.tag
