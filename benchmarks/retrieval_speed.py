@@ -132,6 +132,16 @@ def make_scaled_corpus(path: Path, target: int) -> int:
 
 def child(mode: str, corpus: str, index: str) -> None:
     """Runs in a fresh process so ru_maxrss is this phase's own peak."""
+    import threading
+
+    peak_anon = [0.0]
+    stop = threading.Event()
+
+    def sample() -> None:  # ru_maxrss counts touched mmap pages; sample private memory too
+        while not stop.wait(0.1):
+            peak_anon[0] = max(peak_anon[0], rss_split().get("RssAnon_mib", 0.0))
+
+    threading.Thread(target=sample, daemon=True).start()
     t0 = time.perf_counter()
     if mode == "build":
         from marag.retrieval import build_index
@@ -147,7 +157,9 @@ def child(mode: str, corpus: str, index: str) -> None:
         t1 = time.perf_counter()
         idx.search_batch(qs, 5)
         extra = {"open_s": opened, "queries": len(qs), "qps": len(qs) / (time.perf_counter() - t1)}
+    stop.set()
     peak_mib = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024  # Linux: KiB
+    extra["peak_anon_mib_sampled"] = peak_anon[0]
     print(json.dumps({"mode": mode, "seconds": time.perf_counter() - t0, "peak_rss_mib": peak_mib,
                       **extra, **rss_split()}))
 
