@@ -91,6 +91,7 @@ class LlamaCppBackend:
             kwargs["seed"] = params.seed
         if params.logprobs and self.with_logprobs:
             kwargs["logprobs"] = True
+            kwargs["top_logprobs"] = 1  # llama-cpp-python returns none without it
         try:
             out = self.llama.create_chat_completion(**kwargs)
         except (ValueError, RuntimeError) as e:
