@@ -3,10 +3,11 @@
 bm25s's ``BM25.index`` wants every document's token list in memory at once and counts
 frequencies with per-document Python loops. Here the corpus is read once in batches: each
 batch is written to the document store and tokenised with bm25s's ``Tokenizer`` (PyStemmer
-English stemmer, English stopwords), and only compact ``(doc, token, tf)`` arrays are kept.
-The score matrix is then computed with the same formulas and the same float32/float64
-arithmetic as bm25s, so the saved index is the one ``bm25s.BM25.index`` would produce (a test
-compares them), and it is loaded back with ``bm25s.BM25.load(mmap=True)``.
+English stemmer, English stopwords), and its ``(doc, token, tf, rank)`` columns go to files.
+The score matrix is then scattered into memory-mapped arrays with the same formulas and the
+same float32/float64 arithmetic as bm25s, so the saved index is the one ``bm25s.BM25.index``
+would produce (a test compares them), and it is loaded back with
+``bm25s.BM25.load(mmap=True)``.
 """
 
 from __future__ import annotations
