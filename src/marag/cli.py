@@ -31,13 +31,7 @@ def build_parser() -> argparse.ArgumentParser:
     parser.add_argument("-v", "--verbose", action="count", default=0, help="more logging (-vv debug)")
     sub = parser.add_subparsers(dest="command", metavar="COMMAND")
     for name in COMMAND_MODULES:
-        try:
-            module = importlib.import_module(f"marag.commands.{name}")
-        except ModuleNotFoundError as e:
-            if e.name == f"marag.commands.{name}":
-                continue  # command not built in this checkout
-            raise
-        module.register(sub)
+        importlib.import_module(f"marag.commands.{name}").register(sub)
     return parser
 
 
