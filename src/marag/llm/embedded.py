@@ -198,9 +198,15 @@ def resolve_model(name_or_path: str, *, dtype: str = "float32", device: str = "c
                   cache_dir: str | os.PathLike[str] | None = None) -> tuple[Any, Any]:
     """Load ``(model, tokenizer)`` for any name marag accepts, in eval mode on ``device``."""
     from transformers import AutoModelForCausalLM, AutoTokenizer
+    from transformers.utils import logging as hf_logging
 
     source = resolve_path(name_or_path, cache_dir)
     t0 = time.perf_counter()
+    # transformers draws a per-tensor progress bar on stderr even for a sub-second local load;
+    # marag reports load times through logging instead.
+    bar_was_on = hf_logging.is_progress_bar_enabled()
+    if Path(source).is_dir():
+        hf_logging.disable_progress_bar()
     try:
         tokenizer = AutoTokenizer.from_pretrained(source)
         model = AutoModelForCausalLM.from_pretrained(source, dtype=_torch_dtype(dtype))
@@ -209,6 +215,9 @@ def resolve_model(name_or_path: str, *, dtype: str = "float32", device: str = "c
     except Exception as e:
         raise LLMError(f"cannot load model {name_or_path!r} from {source}: "
                        f"{type(e).__name__}: {e}") from e
+    finally:
+        if bar_was_on:
+            hf_logging.enable_progress_bar()
     model.to(device)
     model.eval()
     log.info("loaded %s from %s in %.1fs", name_or_path, source, time.perf_counter() - t0)
