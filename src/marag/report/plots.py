@@ -124,13 +124,17 @@ def plot_role_validity(rows: list[Row], path: Path) -> Path:
     roles = sorted({r for row in rows for r in row.summary["roles"] if r != RETRIEVAL_ROLE})
     colours = plt.get_cmap("tab10")
     width = 0.8 / max(len(rows), 1)
-    fig, ax = plt.subplots(figsize=(max(6.0, 0.5 * len(roles) * max(len(rows), 2) + 2), 4.5))
+    fig, ax = plt.subplots(figsize=(min(14.0, max(6.0, 0.25 * len(roles) * len(rows) + 3)), 4.8))
     for i, row in enumerate(rows):
         rv = row.summary["roles"]
         xs = [j + (i - (len(rows) - 1) / 2) * width for j, r in enumerate(roles) if r in rv]
         ys = [100 * rv[r]["rate"] for r in roles if r in rv]
         ax.bar(xs, ys, width=width, color=colours(i % 10), label=row.label)
-    ax.set_xticks(range(len(roles)), roles)
+        for x, y in zip(xs, ys):
+            if y == 0:  # a zero bar is invisible; say it was measured, not missing
+                ax.text(x, 0.5, "0", ha="center", va="bottom", fontsize=7,
+                        color=colours(i % 10))
+    ax.set_xticks(range(len(roles)), roles, rotation=30, ha="right")
     ax.set_ylim(0, 105)
     ax.set_ylabel("format-valid steps (%)")
     ax.set_title("Format validity per role")
