@@ -52,3 +52,19 @@ async def test_search_without_query_stops_and_is_recorded(hotpot_retriever, ctx_
     assert not t.steps[1].valid and t.steps[1].reason
     assert any("neither a query nor <end>" in n for n in t.notes)
     assert t.metrics["em"] == 0.0 and len(t.nodes) == 1
+
+
+async def test_repeated_search_runs_but_is_marked_invalid(hotpot_retriever, ctx_for):
+    llm = ScriptedLLM({
+        "mask.plan": "<predicted_answer>unknown</predicted_answer>",
+        "mask.search": ["<search>Agatha Christie birth</search>",
+                        "<search>agatha  christie birth</search>", "<end>"],
+        "mask.summary": "<evidence>Christie was born in 1890.</evidence>",
+        "mask.update": ["<Add>t1</Add>", "<Update>t1</Update>"],
+        "mask.answer": "<predicted_answer>Arthur Conan Doyle</predicted_answer>",
+    })
+    t = await run_method("m-ask", Q, ctx_for(llm, hotpot_retriever, "method.max_turns=3"))
+    s1, s2, s3 = [s for s in t.steps if s.role == "mask.search"]
+    assert s1.valid and s3.valid
+    assert not s2.valid and s2.reason == "repeats an earlier search"
+    assert t.cost.retrieval_calls == 2  # the repeated query still ran

@@ -64,8 +64,10 @@ async def mask(run: Run) -> None:
     for turn in range(1, cfg.max_turns + 1):
         run.round = turn + 1
         state = state_of(run, root)
+        # A repeated query still runs (the model asked for it) but the step is marked invalid.
         s, _ = await run.call("mask.search", root.id, question=root.question, state=state,
-                              history=list(history), turn=turn)
+                              history=list(history), turn=turn,
+                              parse_ctx={"history": list(history)})
         sv = s.value if isinstance(s.value, dict) else {}
         query = sv.get("query")
         if sv.get("end") or not isinstance(query, str) or not query.strip():
