@@ -48,15 +48,19 @@ def plot_f1_vs_cost(rows: list[Row], path: Path) -> Path:
     markers = "osD^v<>px*"
     for ax, cost in zip(axes.flat, costs):
         for di, d in enumerate(datasets):
+            # Methods that land on the same point (jade and mao-arag share executors) get
+            # one joint label instead of overprinted text.
+            points: dict[tuple[float, float], list[str]] = {}
             for row in rows:
                 ds = row.summary["datasets"].get(d)
-                if not ds:
-                    continue
-                x, y = ds["cost"][cost], 100 * ds["f1"]
+                if ds:
+                    key = (round(ds["cost"][cost], 9), round(100 * ds["f1"], 9))
+                    points.setdefault(key, []).append(row.label)
+            for (x, y), labels in points.items():
                 ax.scatter(x, y, color=colours(di % 10), marker=markers[di % len(markers)],
                            s=46, label=d)
-                ax.annotate(row.label, (x, y), textcoords="offset points", xytext=(4, 4),
-                            fontsize=8)
+                ax.annotate(" / ".join(labels), (x, y), textcoords="offset points",
+                            xytext=(4, 4), fontsize=8)
         ax.set_xlabel(PLOT_COSTS[cost])
         ax.set_ylabel("F1 (%)")
         ax.grid(alpha=0.3)
