@@ -9,13 +9,12 @@ import threading
 import time
 
 import pytest
+import uvicorn
 
 from marag.retrieval.base import RetrievalError, Retriever
 from marag.retrieval.client import RetrieverClient, parse_response, split_contents
-from marag.types import Hits, Passage, iter_jsonl
-
-uvicorn = pytest.importorskip("uvicorn")
 from marag.retrieval.server import create_app
+from marag.types import Hits, Passage, iter_jsonl
 
 QUERIES = [
     "who got the first nobel prize in physics",
@@ -101,11 +100,8 @@ def overlap_server(passages):
 
 @pytest.fixture(scope="module")
 def bm25_server(shared_data, tmp_path_factory):
-    retrieval = pytest.importorskip("marag.retrieval")
-    try:
-        build_index, open_index = retrieval.build_index, retrieval.open_index
-    except (AttributeError, ImportError) as e:
-        pytest.skip(f"BM25 indexes not available in this checkout: {e}")
+    from marag.retrieval import build_index, open_index
+
     out = tmp_path_factory.mktemp("bm25") / "nq"
     build_index(shared_data / "nq_open.corpus.jsonl", out, kind="bm25", show_progress=False)
     index = open_index(out)

@@ -42,7 +42,8 @@ def test_index_directory_and_errors(bm25_index, tmp_path):
 
 
 def test_url_gives_the_http_client():
-    client_mod = pytest.importorskip("marag.retrieval.client")
+    import marag.retrieval.client as client_mod
+
     r = open_retriever(RetrievalConfig(url="http://127.0.0.1:9", timeout=3))
     assert isinstance(r, client_mod.RetrieverClient)
 

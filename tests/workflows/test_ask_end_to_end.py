@@ -13,7 +13,6 @@ from marag.types import Trace
 
 @pytest.mark.slow
 def test_marag_ask_runs_offline_on_the_embedded_defaults(capsys):
-    pytest.importorskip("marag.llm.factory")
     rc = main(["ask", "What is the capital of France?", "--method", "vanilla", "--k", "3",
                "--answer", "Paris", "--json"])
     out = capsys.readouterr().out
