@@ -6,6 +6,8 @@ import argparse
 import sys
 from typing import Any
 
+from marag.commands.options import add_run_options, run_overrides
+
 HELP = "answer one question with a multi-agent RAG method and print the trace"
 
 
@@ -15,19 +17,7 @@ def register(sub: Any) -> None:
         description=HELP + ". With no options it runs offline: the embedded SmolLM2 model and "
         "the built-in wiki-demo BM25 index.")
     p.add_argument("question", help="the question to answer")
-    p.add_argument("--method", default=None,
-                   help="llm-only | vanilla | mmoa-rag | mao-arag | jade | m-ask "
-                        "(default: method.name from the config, jade)")
-    p.add_argument("--config", default=None, help="YAML config file")
-    p.add_argument("--set", dest="overrides", action="append", default=[], metavar="KEY=VALUE",
-                   help="config override, repeatable (e.g. --set method.max_rounds=4); "
-                        "applied after the options below")
-    p.add_argument("--llm", default=None, metavar="URL",
-                   help="OpenAI-compatible endpoint for the default LLM "
-                        "(sets llms.default.backend=openai and base_url)")
-    p.add_argument("--model", default=None, help="model name for the default LLM")
-    p.add_argument("--index", default=None, metavar="PATH|wiki-demo",
-                   help="retrieval index directory or built-in corpus; sets retrieval.index")
+    add_run_options(p, index_help="retrieval index directory or built-in corpus")
     p.add_argument("--k", type=int, default=None,
                    help="documents per retrieval; sets method.top_k and retrieval.k")
     p.add_argument("--answer", dest="golden", action="append", default=[], metavar="TEXT",
@@ -40,15 +30,7 @@ def register(sub: Any) -> None:
 
 def flag_overrides(args: argparse.Namespace) -> list[str]:
     """The shorthand options as ``key=value`` overrides (before the explicit ``--set`` ones)."""
-    out = []
-    if args.method:
-        out.append(f"method.name={args.method}")
-    if args.llm:
-        out += ["llms.default.backend=openai", f"llms.default.base_url={args.llm}"]
-    if args.model:
-        out.append(f"llms.default.model={args.model}")
-    if args.index:
-        out.append(f"retrieval.index={args.index}")
+    out = run_overrides(args)
     if args.k is not None:
         out += [f"method.top_k={args.k}", f"retrieval.k={args.k}"]
     return out + list(args.overrides)

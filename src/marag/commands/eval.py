@@ -7,6 +7,8 @@ import sys
 from pathlib import Path
 from typing import Any
 
+from marag.commands.options import add_run_options, run_overrides
+
 HELP = "evaluate a method on a QA dataset (resumable; writes traces, metrics.json, report.md)"
 
 
@@ -14,28 +16,15 @@ def register(sub: Any) -> None:
     p = sub.add_parser(
         "eval", help=HELP, description=HELP + ". Rerunning the same command resumes: questions "
         "already in OUT/traces.jsonl are skipped; a trace torn by a crash is rerun.")
-    p.add_argument("--method", default=None,
-                   help="llm-only | vanilla | mmoa-rag | mao-arag | jade | m-ask "
-                        "(default: method.name from the config, jade)")
     p.add_argument("--dataset", required=True,
                    help="benchmark name (hotpotqa, nq_open, ...) or a questions .jsonl file")
     p.add_argument("--split", default=None, help="dataset split for named benchmarks")
-    p.add_argument("--index", default=None,
-                   help="retrieval index directory or built-in corpus name (wiki-demo); "
-                        "sets retrieval.index")
     p.add_argument("--limit", type=int, default=None,
                    help="evaluate only this many questions (a seeded sample); sets eval.limit")
     p.add_argument("--seed", type=int, default=None, help="sampling seed for --limit; sets eval.seed")
     p.add_argument("--concurrency", type=int, default=None,
                    help="questions in flight at once; sets eval.concurrency (default 8)")
-    p.add_argument("--config", default=None, help="YAML config file")
-    p.add_argument("--set", dest="overrides", action="append", default=[], metavar="KEY=VALUE",
-                   help="config override, repeatable (e.g. --set method.max_rounds=4); "
-                        "applied after the options above")
-    p.add_argument("--llm", default=None, metavar="URL",
-                   help="OpenAI-compatible endpoint for the default LLM "
-                        "(sets llms.default.backend=openai and base_url)")
-    p.add_argument("--model", default=None, help="model name for the default LLM")
+    add_run_options(p, index_help="retrieval index directory or built-in corpus name")
     p.add_argument("--out", default=None,
                    help="run directory (default: runs/<method>-<dataset>)")
     p.add_argument("--force", action="store_true",
@@ -48,21 +37,13 @@ def register(sub: Any) -> None:
 
 def flag_overrides(args: argparse.Namespace) -> list[str]:
     """The options that are shorthands for config keys, as ``key=value`` overrides."""
-    out = []
-    if args.method:
-        out.append(f"method.name={args.method}")
-    if args.index:
-        out.append(f"retrieval.index={args.index}")
+    out = run_overrides(args)
     if args.limit is not None:
         out.append(f"eval.limit={args.limit}")
     if args.seed is not None:
         out.append(f"eval.seed={args.seed}")
     if args.concurrency is not None:
         out.append(f"eval.concurrency={args.concurrency}")
-    if args.llm:
-        out += ["llms.default.backend=openai", f"llms.default.base_url={args.llm}"]
-    if args.model:
-        out.append(f"llms.default.model={args.model}")
     return out + list(args.overrides)
 
 

@@ -1,0 +1,41 @@
+"""Options shared by the commands that run a method (``ask``, ``eval``).
+
+The shorthands (``--method``, ``--llm``, ``--model``, ``--index``) become ``key=value``
+config overrides that apply before the explicit ``--set`` ones, so ``--set`` always wins.
+"""
+
+from __future__ import annotations
+
+import argparse
+from typing import Any
+
+METHODS_HELP = "llm-only | vanilla | mmoa-rag | mao-arag | jade | m-ask"
+
+
+def add_run_options(p: Any, *, index_help: str) -> None:
+    p.add_argument("--method", default=None,
+                   help=f"{METHODS_HELP} (default: method.name from the config, jade)")
+    p.add_argument("--config", default=None, help="YAML config file")
+    p.add_argument("--set", dest="overrides", action="append", default=[], metavar="KEY=VALUE",
+                   help="config override, repeatable (e.g. --set method.max_rounds=4); "
+                        "applied after the shorthand options")
+    p.add_argument("--llm", default=None, metavar="URL",
+                   help="OpenAI-compatible endpoint for the default LLM "
+                        "(sets llms.default.backend=openai and base_url)")
+    p.add_argument("--model", default=None, help="model name for the default LLM")
+    p.add_argument("--index", default=None, metavar="PATH|wiki-demo",
+                   help=f"{index_help}; sets retrieval.index")
+
+
+def run_overrides(args: argparse.Namespace) -> list[str]:
+    """The shared shorthands as overrides (callers append their own, then ``args.overrides``)."""
+    out = []
+    if args.method:
+        out.append(f"method.name={args.method}")
+    if args.llm:
+        out += ["llms.default.backend=openai", f"llms.default.base_url={args.llm}"]
+    if args.model:
+        out.append(f"llms.default.model={args.model}")
+    if args.index:
+        out.append(f"retrieval.index={args.index}")
+    return out
