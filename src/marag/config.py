@@ -91,6 +91,9 @@ class EvalConfig(Section):
     concurrency: int = Field(8, ge=1)
     limit: int | None = Field(None, ge=1)
     seed: int = 0
+    # Seconds one question may take before it is recorded as failed (None: no limit). Backends
+    # time out each call; this bounds a whole workflow that keeps making slow calls.
+    question_timeout: float | None = Field(None, gt=0)
 
 
 class Config(Section):

@@ -104,3 +104,21 @@ async def test_bad_method_results_become_failed_items(tmp_path, nq_questions):
 async def test_duplicate_question_ids_are_refused(tmp_path, nq_questions):
     with pytest.raises(ValueError, match="unique"):
         await evaluate(nq_questions[:2] * 2, tiny_rag, None, tmp_path / "run")
+
+
+async def test_a_question_past_the_timeout_is_recorded_failed(tmp_path, nq_questions, ctx_factory):
+    ctx = ctx_factory(ScriptedLLM({"AG": first_title_answer}))
+    slow_id = nq_questions[2].id
+
+    async def method(question, context):
+        if question.id == slow_id:
+            await asyncio.sleep(3600)  # a workflow that never finishes
+        return await tiny_rag(question, context)
+
+    res = await evaluate(nq_questions[:4], method, ctx, tmp_path / "run", concurrency=4,
+                         method_name="tiny_rag", question_timeout=0.5)
+    traces = {t.id: t for t in read_jsonl(tmp_path / "run" / "traces.jsonl", Trace)}
+    assert len(traces) == 4 and res.summary["failed"] == 1
+    assert traces[slow_id].status == "failed"
+    assert traces[slow_id].error == "timed out after 0.5 s"
+    assert all(t.status == "ok" for i, t in traces.items() if i != slow_id)

@@ -24,6 +24,9 @@ def register(sub: Any) -> None:
     p.add_argument("--seed", type=int, default=None, help="sampling seed for --limit; sets eval.seed")
     p.add_argument("--concurrency", type=int, default=None,
                    help="questions in flight at once; sets eval.concurrency (default 8)")
+    p.add_argument("--question-timeout", type=float, default=None, metavar="SECONDS",
+                   help="record a question as failed when its workflow runs longer than this; "
+                        "sets eval.question_timeout (default: no limit)")
     add_run_options(p, index_help="retrieval index directory or built-in corpus name")
     p.add_argument("--out", default=None,
                    help="run directory (default: runs/<method>-<dataset>)")
@@ -44,6 +47,8 @@ def flag_overrides(args: argparse.Namespace) -> list[str]:
         out.append(f"eval.seed={args.seed}")
     if args.concurrency is not None:
         out.append(f"eval.concurrency={args.concurrency}")
+    if args.question_timeout is not None:
+        out.append(f"eval.question_timeout={args.question_timeout}")
     return out + list(args.overrides)
 
 
@@ -116,6 +121,7 @@ async def _run(args: argparse.Namespace, config: Any, out: Path) -> Any:
     try:
         return await evaluate(questions, method, ctx, run_dir, method_name=name,
                               concurrency=config.eval.concurrency,
+                              question_timeout=config.eval.question_timeout,
                               progress=not args.no_progress)
     finally:
         closer = getattr(ctx, "aclose", None)

@@ -114,12 +114,18 @@ class _GroupWriter:
             await self._drain()
 
 
-async def _run_one(method: MethodFn, method_name: str, question: Question, ctx: Any) -> Trace:
+async def _run_one(method: MethodFn, method_name: str, question: Question, ctx: Any,
+                   timeout: float | None = None) -> Trace:
     t0 = time.perf_counter()
     try:
-        trace = await method(question, ctx)
+        async with asyncio.timeout(timeout):
+            trace = await method(question, ctx)
     except asyncio.CancelledError:
         raise
+    except TimeoutError:
+        log.warning("question %s timed out after %g s", question.id, timeout)
+        return failed_trace(question, method_name, f"timed out after {timeout:g} s",
+                            time.perf_counter() - t0)
     except Exception as e:  # noqa: BLE001 - a broken question must not stop the run
         log.warning("question %s failed: %s: %s", question.id, type(e).__name__, e)
         log.debug("%s", traceback.format_exc())
@@ -184,11 +190,13 @@ async def evaluate(
     retry_failed: bool = False,
     progress: bool = False,
     scorer: Scorer | None = None,
+    question_timeout: float | None = None,
 ) -> EvalResult:
     """Run ``method`` on every question not yet recorded in ``out``; write the outputs.
 
     ``out`` is a run directory path (opened with ``prepare_run`` using ``identity``, ``info``,
-    ``force`` and ``retry_failed``) or an already prepared ``RunDir``. On completion
+    ``force`` and ``retry_failed``) or an already prepared ``RunDir``. A question still running
+    after ``question_timeout`` seconds is cancelled and recorded as failed. On completion
     ``metrics.json`` and ``report.md`` are rewritten from all recorded traces of this set.
     """
     if concurrency < 1:
@@ -222,7 +230,7 @@ async def evaluate(
                 q = queue.get_nowait()
             except asyncio.QueueEmpty:
                 return
-            trace = await _run_one(method, name, q, ctx)
+            trace = await _run_one(method, name, q, ctx, question_timeout)
             scores = score_trace(trace, scorer)
             trace.metrics.update(scores)
             writer.put(trace)
