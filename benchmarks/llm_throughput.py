@@ -9,6 +9,10 @@ of the embedded model (GGUF conversion into a fresh cache) and cached load, and 
 
     .venv/bin/python benchmarks/llm_throughput.py [--threads 1] [--bf16] [--requests 16]
         [--max-tokens 32] [--levels 1,4,8,16] [--first-load] [--llamacpp] [--steps-only]
+        [--no-prefix-cache]
+
+"reused" is the share of all prompt tokens whose KV came from the backend's shared-prefix
+cache (the system line + worked example every prompt starts with) instead of a prefill.
 """
 
 from __future__ import annotations
@@ -108,6 +112,8 @@ def main() -> None:
     ap.add_argument("--llamacpp", action="store_true", help="also time llama.cpp if installed")
     ap.add_argument("--compare-generate", action="store_true",
                     help="also time transformers' generate on one batch of --levels' largest")
+    ap.add_argument("--no-prefix-cache", action="store_true",
+                    help="switch off the hf backend's shared-prefix KV cache")
     ap.add_argument("--steps-only", action="store_true",
                     help="only the raw prefill/decode-step costs (and llama.cpp if asked)")
     args = ap.parse_args()
@@ -119,7 +125,8 @@ def main() -> None:
 
     if args.threads:
         torch.set_num_threads(args.threads)
-    print(f"torch threads: {torch.get_num_threads()}, bf16 autocast: {args.bf16}")
+    print(f"torch threads: {torch.get_num_threads()}, bf16 autocast: {args.bf16}, "
+          f"prefix cache: {not args.no_prefix_cache}")
     if args.first_load:
         with tempfile.TemporaryDirectory() as tmp:
             t0 = time.perf_counter()
@@ -133,18 +140,21 @@ def main() -> None:
     params = SamplingParams(temperature=args.temperature, max_tokens=args.max_tokens)
     levels = [int(x) for x in args.levels.split(",")]
     base = None
-    print("| in flight | wall s | gen tokens | tokens/s | requests/s | batches | speed-up |")
-    print("|---|---|---|---|---|---|---|")
+    prompt_tokens = [len(HFBackend("smollm2", model=model, tokenizer=tok).encode(c)) for c in convs]
+    print("| in flight | wall s | gen tokens | tokens/s | requests/s | batches | reused | "
+          "speed-up |")
+    print("|---|---|---|---|---|---|---|---|")
     for c in [] if args.steps_only else levels:
         llm = HFBackend("smollm2", model=model, tokenizer=tok, max_batch_size=max(levels),
-                        bf16_autocast=args.bf16)
+                        bf16_autocast=args.bf16, prefix_cache=not args.no_prefix_cache)
         wall, tokens = asyncio.run(run_level(llm, convs, params, c))
         tps = tokens / wall
         base = base or tps
+        pc = llm._decoder.prefix_cache
+        reused = pc.reused_tokens / sum(prompt_tokens) if pc is not None else 0.0
         print(f"| {c} | {wall:.1f} | {tokens} | {tps:.1f} | {len(convs) / wall:.2f} | "
-              f"{llm.batches_run} | {tps / base:.2f}x |", flush=True)
+              f"{llm.batches_run} | {reused:.0%} | {tps / base:.2f}x |", flush=True)
 
-    prompt_tokens = [len(HFBackend("smollm2", model=model, tokenizer=tok).encode(c)) for c in convs]
     print(f"prompt tokens per request: mean {sum(prompt_tokens) / len(convs):.0f}, "
           f"total {sum(prompt_tokens)}")
     print("| rows | prefill s (64-token prompts) | decode step ms | decode tokens/s |")

@@ -22,6 +22,7 @@ from __future__ import annotations
 
 import random
 import time
+from collections import OrderedDict
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any
@@ -43,6 +44,8 @@ class Row:
     generator: torch.Generator | None = None
     started: float = 0.0
     tag: Any = None  # the caller's handle for this row (the backend's request)
+    # leading prompt tokens whose KV may come from the shared-prefix cache (0: none)
+    prefix_len: int = 0
 
 
 @dataclass
@@ -73,8 +76,9 @@ def _length_groups(rows: list[Row], slack: float = 1.3) -> list[list[Row]]:
     """
     groups: list[list[Row]] = []
     real = 0
-    for r in sorted(rows, key=lambda r: len(r.prompt_ids)):
-        n = len(r.prompt_ids)
+    # the work of a prefill is the part of the prompt not served by the prefix cache
+    for r in sorted(rows, key=lambda r: len(r.prompt_ids) - r.prefix_len):
+        n = len(r.prompt_ids) - r.prefix_len
         if groups and (len(groups[-1]) + 1) * n <= slack * (real + n):
             groups[-1].append(r)
             real += n
@@ -117,10 +121,46 @@ def _choose(rows: list[Row], logits: torch.Tensor) -> tuple[list[int], list[floa
     return tokens, chosen.tolist()
 
 
+class PrefixCache:
+    """KV of recently seen prompt prefixes (token ids -> per-layer keys/values of one row).
+
+    Least-recently-used entries are dropped beyond ``max_entries``, so memory stays bounded
+    by ``max_entries`` x the longest prefix. ``hits``/``misses`` count lookups and
+    ``reused_tokens`` the prompt tokens whose prefill a hit saved.
+    """
+
+    def __init__(self, max_entries: int = 16) -> None:
+        self.max_entries = max_entries
+        self._entries: OrderedDict[tuple[int, ...], list[tuple[torch.Tensor, torch.Tensor]]]
+        self._entries = OrderedDict()
+        self.hits = 0
+        self.misses = 0
+        self.reused_tokens = 0
+
+    def get(self, key: tuple[int, ...]) -> list[tuple[torch.Tensor, torch.Tensor]] | None:
+        kv = self._entries.get(key)
+        if kv is not None:
+            self._entries.move_to_end(key)
+            self.hits += 1
+            self.reused_tokens += len(key)
+        return kv
+
+    def put(self, key: tuple[int, ...], kv: list[tuple[torch.Tensor, torch.Tensor]]) -> None:
+        self.misses += 1
+        self._entries[key] = kv
+        self._entries.move_to_end(key)
+        while len(self._entries) > self.max_entries:
+            self._entries.popitem(last=False)
+
+    def __len__(self) -> int:
+        return len(self._entries)
+
+
 class BatchDecoder:
     """Decodes rows with a shared KV cache. Not thread-safe: callers serialise ``run``."""
 
-    def __init__(self, model: Any, tokenizer: Any, *, bf16_autocast: bool = False) -> None:
+    def __init__(self, model: Any, tokenizer: Any, *, bf16_autocast: bool = False,
+                 prefix_cache: bool = False, prefix_entries: int = 16) -> None:
         self.model = model
         self.tokenizer = tokenizer
         self.bf16_autocast = bf16_autocast
@@ -147,6 +187,9 @@ class BatchDecoder:
 
         probe = DynamicCache(config=model.config)
         self.can_join = all(type(layer).__name__ == "DynamicLayer" for layer in probe.layers)
+        # Reusing a prefix's KV needs the same plain growing layers (a sliding-window ring
+        # cannot be pre-filled with padded prefixes), so it is off wherever joining is.
+        self.prefix_cache = PrefixCache(prefix_entries) if prefix_cache and self.can_join else None
 
     def _forward(self, ids: torch.Tensor, mask: torch.Tensor, pos: torch.Tensor,
                  cache: Any) -> torch.Tensor:
@@ -184,9 +227,62 @@ class BatchDecoder:
             if r.params.temperature > 0:
                 seed = r.params.seed if r.params.seed is not None else self._rng.getrandbits(63)
                 r.generator = torch.Generator().manual_seed(int(seed))
+        if self.prefix_cache is not None and any(r.prefix_len for r in rows):
+            return self._prefill_with_prefixes(rows)
         ids, mask = _left_pad(rows, self.pad_id)
         pos = (mask.cumsum(-1) - 1).clamp(min=0)
         cache = DynamicCache(config=self.model.config)
+        logits = self._forward(ids, mask, pos, cache)
+        self.prefills += 1
+        return _Batch(rows, cache, mask, pos[:, -1], logits)
+
+    def _prefix_kv(self, r: Row) -> list[tuple[torch.Tensor, torch.Tensor]]:
+        """The KV of ``r``'s prefix: from the cache, or computed alone (no padding) and kept."""
+        from transformers import DynamicCache
+
+        assert self.prefix_cache is not None
+        key = tuple(r.prompt_ids[: r.prefix_len])
+        kv = self.prefix_cache.get(key)
+        if kv is None:
+            ids = torch.tensor([key], dtype=torch.long)
+            cache = DynamicCache(config=self.model.config)
+            self._forward(ids, torch.ones_like(ids), torch.arange(len(key))[None, :], cache)
+            kv = [(layer.keys, layer.values) for layer in cache.layers]
+            self.prefix_cache.put(key, kv)
+        return kv
+
+    def _prefill_with_prefixes(self, rows: list[Row]) -> _Batch:
+        """Prefill only the suffixes, on top of the rows' cached prefix KVs.
+
+        Cache columns: ``[left pad | prefix | left pad | suffix]`` per row, the prefixes
+        right-aligned at column P (the longest prefix) and the suffixes left-padded after it.
+        The attention mask hides both pads and each suffix token gets the position id it has
+        in the full prompt, so every real token sees exactly what an unpadded prefill shows it.
+        """
+        from transformers import DynamicCache
+
+        kvs = [self._prefix_kv(r) if r.prefix_len else None for r in rows]
+        width_p = max(r.prefix_len for r in rows)
+        suffixes = [Row(r.prompt_ids[r.prefix_len:], r.params) for r in rows]
+        ids, sfx_mask = _left_pad(suffixes, self.pad_id)
+        pre_mask = torch.zeros((len(rows), width_p), dtype=torch.long)
+        for i, r in enumerate(rows):
+            if r.prefix_len:
+                pre_mask[i, width_p - r.prefix_len:] = 1
+        offsets = torch.tensor([r.prefix_len for r in rows], dtype=torch.long)
+        pos = (sfx_mask.cumsum(-1) - 1).clamp(min=0) + offsets[:, None]
+        mask = torch.cat([pre_mask, sfx_mask], dim=1)
+        cache = DynamicCache(config=self.model.config)
+        some = next(kv for kv in kvs if kv is not None)
+        for layer_idx, (k0, v0) in enumerate(some):
+            keys = k0.new_zeros((len(rows), k0.shape[1], width_p, k0.shape[3]))
+            values = v0.new_zeros((len(rows), v0.shape[1], width_p, v0.shape[3]))
+            for i, kv in enumerate(kvs):
+                if kv is not None:
+                    n = rows[i].prefix_len
+                    keys[i, :, width_p - n:] = kv[layer_idx][0][0]
+                    values[i, :, width_p - n:] = kv[layer_idx][1][0]
+            cache.update(keys, values, layer_idx)
         logits = self._forward(ids, mask, pos, cache)
         self.prefills += 1
         return _Batch(rows, cache, mask, pos[:, -1], logits)
@@ -227,6 +323,9 @@ class BatchDecoder:
             while True:
                 room = max_rows - (len(running.rows) if running else 0)
                 new = admit(room) if room > 0 and (running is None or self.can_join) else []
+                for r in new:  # a prefix must leave at least one token to prefill
+                    if self.prefix_cache is None or r.prefix_len >= len(r.prompt_ids):
+                        r.prefix_len = 0
                 # sliding-window caches cannot be merged, so such models prefill in one go
                 for group in _length_groups(new) if self.can_join else [new] if new else []:
                     for r in group:

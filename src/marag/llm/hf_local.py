@@ -28,6 +28,7 @@ from marag.types import Completion
 log = logging.getLogger(__name__)
 
 PLAIN_STOP = "\nuser:"  # end of an answer in the layout used when there is no chat template
+MIN_PREFIX = 16  # shorter shared prefixes are not worth a cache entry
 
 
 @dataclass(eq=False)  # identity semantics: requests live in the in-flight set
@@ -37,6 +38,7 @@ class _Request:
     future: asyncio.Future[Completion]
     enqueued: float
     loop: asyncio.AbstractEventLoop
+    prefix_len: int = 0
 
 
 class HFBackend:
@@ -45,7 +47,8 @@ class HFBackend:
     def __init__(self, model_or_path: str, *, device: str = "cpu", dtype: str = "float32",
                  max_batch_size: int = 16, batch_wait_ms: float = 5.0,
                  bf16_autocast: bool = False, model: Any = None, tokenizer: Any = None,
-                 cache_dir: str | None = None) -> None:
+                 cache_dir: str | None = None, prefix_cache: bool = True,
+                 prefix_entries: int = 16) -> None:
         from marag.llm.hf_decode import BatchDecoder
 
         if (model is None) != (tokenizer is None):
@@ -62,7 +65,11 @@ class HFBackend:
         self.tokenizer = tokenizer
         self.max_batch_size = max_batch_size
         self.batch_wait = batch_wait_ms / 1000.0
-        self._decoder = BatchDecoder(model, tokenizer, bf16_autocast=bf16_autocast)
+        # prefix_cache: reuse the KV of a conversation's leading turns (system message,
+        # worked examples: identical across calls of one role) and prefill only the rest;
+        # switched off by the decoder for models whose cache cannot take it (sliding window).
+        self._decoder = BatchDecoder(model, tokenizer, bf16_autocast=bf16_autocast,
+                                     prefix_cache=prefix_cache, prefix_entries=prefix_entries)
         self._decoder.abandoned = self._abandoned
         # One decode at a time even if several event loops share this backend.
         self._lock = threading.Lock()
@@ -79,18 +86,42 @@ class HFBackend:
 
     # ------------------------------------------------------------------ prompts
 
-    def encode(self, messages: Messages) -> list[int]:
-        """The prompt token ids for one conversation (chat template + generation prompt)."""
+    def _render(self, messages: Messages, generation_prompt: bool) -> str:
         tok = self.tokenizer
         if getattr(tok, "chat_template", None):
-            text = tok.apply_chat_template(messages, add_generation_prompt=True, tokenize=False)
-        else:
-            if not self._warned_template:
-                log.warning("tokenizer of %s has no chat template; using a plain "
-                            "'role: content' layout", self.model)
-                self._warned_template = True
-            text = "".join(f"{m['role']}: {m['content']}\n" for m in messages) + "assistant:"
-        return list(tok(text, add_special_tokens=False)["input_ids"])
+            return tok.apply_chat_template(messages, add_generation_prompt=generation_prompt,
+                                           tokenize=False)
+        if not self._warned_template:
+            log.warning("tokenizer of %s has no chat template; using a plain "
+                        "'role: content' layout", self.model)
+            self._warned_template = True
+        text = "".join(f"{m['role']}: {m['content']}\n" for m in messages)
+        return text + "assistant:" if generation_prompt else text
+
+    def encode(self, messages: Messages) -> list[int]:
+        """The prompt token ids for one conversation (chat template + generation prompt)."""
+        text = self._render(messages, True)
+        return list(self.tokenizer(text, add_special_tokens=False)["input_ids"])
+
+    def prefix_len(self, messages: Messages, ids: list[int]) -> int:
+        """How many leading tokens of ``ids`` are the conversation minus its last turn.
+
+        Those tokens (system message, worked examples) repeat across calls of one role, so
+        their KV is worth caching. 0 when the prefix cache is off, the conversation has one
+        turn, or the rendered leading turns do not tokenise to an exact prefix of ``ids``
+        (a template that rewrites earlier turns, a token merged across the boundary).
+        """
+        if self._decoder.prefix_cache is None or len(messages) < 2:
+            return 0
+        try:
+            head = self._render(messages[:-1], False)
+        except Exception:  # noqa: BLE001 - templates raise their own types; no prefix then
+            return 0
+        head_ids = list(self.tokenizer(head, add_special_tokens=False)["input_ids"])
+        n = len(head_ids)
+        if n < MIN_PREFIX or n >= len(ids) or ids[:n] != head_ids:
+            return 0
+        return n
 
     def _allowed_mask(self, allowed: tuple[str, ...]) -> Any:
         if not allowed:
@@ -141,8 +172,8 @@ class HFBackend:
             if limit and len(ids) >= limit:
                 raise LLMError(f"conversation {i}: prompt has {len(ids)} tokens, model "
                                f"{self.model} accepts at most {limit - 1}")
-            requests.append(
-                _Request(ids, params, loop.create_future(), time.perf_counter(), loop))
+            requests.append(_Request(ids, params, loop.create_future(), time.perf_counter(),
+                                     loop, self.prefix_len(messages, ids)))
         with self._pending_lock:
             self._pending.extend(requests)
         wake.set()
@@ -182,7 +213,8 @@ class HFBackend:
                     continue
                 self._in_flight.add(r)
                 rows.append(Row(r.prompt_ids, r.params,
-                                self._allowed_mask(r.params.allowed_text), tag=r))
+                                self._allowed_mask(r.params.allowed_text), tag=r,
+                                prefix_len=r.prefix_len))
         if rows:
             self.batches_run += 1
             self.rows_run += len(rows)

@@ -1,0 +1,122 @@
+"""The shared-prefix KV cache of the hf backend must not change a single output."""
+
+import asyncio
+
+import pytest
+
+from marag.llm.base import SamplingParams
+from marag.llm.hf_local import HFBackend
+
+ROLE_A = [{"role": "system", "content": "You answer questions about documents. Be brief."},
+          {"role": "user", "content": "What is the capital of Germany?"},
+          {"role": "assistant", "content": "<answer>Berlin</answer>"}]
+ROLE_B = [{"role": "system", "content": "You split a question into sub-questions."},
+          {"role": "user", "content": "Who directed the film that won in 1998?"},
+          {"role": "assistant", "content": "<q>Which film won in 1998?</q><q>Who directed it?</q>"}]
+QUESTIONS = ["Who wrote Hamlet?", "hi", "Where is Mount Everest, and how high is it?",
+             "Document0: The Eiffel Tower is in Paris. Which city?", "<workflow>R, AG</workflow>"]
+CONVS = [role + [{"role": "user", "content": q}]
+         for q in QUESTIONS for role in (ROLE_A, ROLE_B)]
+
+
+def _pair(tiny, **kw):
+    model, tok = tiny
+    on = HFBackend("tiny", model=model, tokenizer=tok, prefix_cache=True, **kw)
+    off = HFBackend("tiny", model=model, tokenizer=tok, prefix_cache=False, **kw)
+    return on, off
+
+
+def _same(a, b):
+    assert a.token_ids == b.token_ids
+    assert a.text == b.text and a.finish_reason == b.finish_reason
+    assert a.logprobs == pytest.approx(b.logprobs, abs=1e-4)
+
+
+async def test_prefix_is_the_conversation_minus_its_last_turn(tiny):
+    on, off = _pair(tiny)
+    ids = on.encode(CONVS[0])
+    n = on.prefix_len(CONVS[0], ids)
+    assert 16 <= n < len(ids)
+    assert ids[:n] == on.tokenizer(on._render(ROLE_A, False),
+                                   add_special_tokens=False)["input_ids"]
+    assert off.prefix_len(CONVS[0], ids) == 0  # switched off
+    single = [{"role": "user", "content": "hi"}]
+    assert on.prefix_len(single, on.encode(single)) == 0
+
+
+async def test_greedy_outputs_equal_with_and_without_the_cache(tiny):
+    on, off = _pair(tiny, batch_wait_ms=20)
+    p = SamplingParams(max_tokens=20)
+    ref_alone = [(await off.generate([c], p))[0] for c in CONVS]
+    ref_batch = await off.generate(CONVS, p)
+    alone = [(await on.generate([c], p))[0] for c in CONVS]  # misses first, then hits
+    batch = await on.generate(CONVS, p)  # two prefixes in one prefill batch, all hits
+    for a, b, c, d in zip(ref_alone, ref_batch, alone, batch):
+        _same(c, a)
+        _same(d, b)
+    cache = on._decoder.prefix_cache
+    assert cache.misses == 2 and len(cache) == 2
+    assert cache.hits == 2 * len(CONVS) - 2
+    assert off._decoder.prefix_cache is None
+
+
+async def test_seeded_sampling_and_stop_strings_are_unchanged(tiny):
+    on, off = _pair(tiny, batch_wait_ms=20)
+    p = SamplingParams(max_tokens=16, temperature=0.8, seed=5)
+    for a, b in zip(await off.generate(CONVS, p), await on.generate(CONVS, p)):
+        _same(a, b)
+    [full] = await off.generate([CONVS[0]], SamplingParams(max_tokens=30))
+    stop = full.text[4:7]
+    ps = SamplingParams(max_tokens=30, stop=(stop, "never-seen"))
+    for a, b in zip(await off.generate(CONVS[:4], ps), await on.generate(CONVS[:4], ps)):
+        _same(a, b)
+
+
+async def test_rows_joining_a_running_batch_are_unchanged(tiny):
+    on, off = _pair(tiny, max_batch_size=4, batch_wait_ms=0)
+    long_p, short_p = SamplingParams(max_tokens=150), SamplingParams(max_tokens=6)
+    [ref_long] = await off.generate([CONVS[4]], long_p)
+    ref_shorts = [(await off.generate([c], short_p))[0] for c in CONVS[5:9]]
+    mixed = [CONVS[5], [{"role": "user", "content": "no prefix here"}], CONVS[7], CONVS[8]]
+    [ref_plain] = await off.generate([mixed[1]], short_p)
+    ref_shorts[1] = ref_plain
+
+    before = on.batches_run
+    long_task = asyncio.create_task(on.generate([CONVS[4]], long_p))
+    while on.batches_run == before:
+        await asyncio.sleep(0.001)
+    shorts = await asyncio.gather(*(on.generate([c], short_p) for c in mixed))
+    assert not long_task.done()
+    [long_joined] = await long_task
+    _same(long_joined, ref_long)
+    for [s], ref in zip(shorts, ref_shorts):
+        _same(s, ref)
+    assert on._decoder.prefix_cache.hits >= 1
+
+
+def test_cache_is_bounded_lru():
+    import torch
+
+    from marag.llm.hf_decode import PrefixCache
+
+    cache = PrefixCache(max_entries=2)
+    kv = [(torch.zeros(1), torch.zeros(1))]
+    cache.put((1,), kv)
+    cache.put((2,), kv)
+    assert cache.get((1,)) is kv  # (1,) is now the most recent
+    cache.put((3,), kv)
+    assert len(cache) == 2 and cache.get((2,)) is None and cache.get((1,)) is kv
+    assert cache.reused_tokens == 2
+
+
+def test_sliding_window_models_get_no_prefix_cache(tiny):
+    from transformers import Gemma3ForCausalLM, Gemma3TextConfig
+
+    from marag.llm.hf_decode import BatchDecoder
+
+    config = Gemma3TextConfig(vocab_size=512, hidden_size=32, intermediate_size=64,
+                              num_hidden_layers=2, num_attention_heads=2,
+                              num_key_value_heads=1, head_dim=16, sliding_window=8,
+                              layer_types=["sliding_attention", "full_attention"])
+    decoder = BatchDecoder(Gemma3ForCausalLM(config), tiny[1], prefix_cache=True)
+    assert not decoder.can_join and decoder.prefix_cache is None
