@@ -53,4 +53,5 @@ def test_build_numbers_documents_in_order():
 
 
 def test_allowed_text_lists_ids():
-    assert allowed_text(3) == ("<id>", "</id>", "Document", ",", " ", "0", "1", "2")
+    assert allowed_text(3) == ("<id>", "</id>", "Document", ",", " ", "0", "1", "2",
+                               " 0", " 1", " 2")

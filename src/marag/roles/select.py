@@ -72,8 +72,12 @@ def _judge(found: list[int], n_docs: int, problem: str) -> Parsed:
 
 
 def allowed_text(n_docs: int) -> tuple[str, ...]:
-    """The strings a selector may emit, for backends that restrict decoding (MMOA-RAG)."""
-    return ("<id>", "</id>", "Document", ",", " ", *(str(i) for i in range(n_docs)))
+    """The strings a selector may emit, for backends that restrict decoding (MMOA-RAG).
+
+    Ids also come space-prefixed because BPE vocabularies merge " 3" into one token (SmolLM2
+    wrote ``<id>1, 2`` once both forms were allowed)."""
+    ids = tuple(str(i) for i in range(n_docs))
+    return ("<id>", "</id>", "Document", ",", " ", *ids, *(" " + i for i in ids))
 
 
 ROLE = Role(

@@ -5,6 +5,7 @@ Each runs in a single round on the root node; ``node.workflow`` names the codes 
 
 from __future__ import annotations
 
+from marag.roles.select import allowed_text
 from marag.types import Passage
 from marag.workflows.engine import Run
 
@@ -80,11 +81,8 @@ async def mmoa(run: Run) -> None:
     if docs:
         sampling = None
         if cfg.constrained_selector:
-            # Local backends restrict decoding to these strings' tokens: the tag, separators and
-            # the ids, also space-prefixed because BPE vocabularies merge " 3" into one token.
-            ids = tuple(str(i) for i in range(len(docs)))
-            spaced = tuple(" " + i for i in ids)
-            sampling = {"allowed_text": ("<id>", "</id>", ",", " ", *ids, *spaced)}
+            # local backends restrict decoding to the tokens of what DS may write
+            sampling = {"allowed_text": allowed_text(len(docs))}
         ds, _ = await run.call("DS", root.id, question=root.question, docs=docs,
                                parse_ctx={"n_docs": len(docs)}, sampling=sampling)
         if ds.valid and ds.value:
