@@ -4,8 +4,18 @@ import json
 import pytest
 
 from marag.types import (
-    Completion, Cost, Hits, Node, Passage, Question, Step, Trace,
-    append_jsonl, iter_jsonl, read_jsonl, write_jsonl,
+    Completion,
+    Cost,
+    Hits,
+    Node,
+    Passage,
+    Question,
+    Step,
+    Trace,
+    append_jsonl,
+    iter_jsonl,
+    read_jsonl,
+    write_jsonl,
 )
 
 

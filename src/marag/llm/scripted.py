@@ -12,12 +12,10 @@ import asyncio
 import re
 import time
 from collections.abc import Callable
-from typing import Union
-
 from marag.llm.base import LLMError, Messages, SamplingParams, current_role
 from marag.types import Completion
 
-Reply = Union[str, list[str], Callable[[Messages], str]]
+Reply = str | list[str] | Callable[[Messages], str]
 
 
 class ScriptedLLM:
@@ -34,7 +32,7 @@ class ScriptedLLM:
             self.add(key, reply)
 
     def add(self, key: str, reply: Reply) -> None:
-        pattern = re.compile(key[3:], re.S) if key.startswith("re:") else None
+        pattern = re.compile(key[3:], re.DOTALL) if key.startswith("re:") else None
         self._rules.append((key, pattern, reply))
 
     async def generate(self, batch: list[Messages], params: SamplingParams) -> list[Completion]:
