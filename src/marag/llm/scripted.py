@@ -12,6 +12,7 @@ import asyncio
 import re
 import time
 from collections.abc import Callable
+
 from marag.llm.base import LLMError, Messages, SamplingParams, current_role
 from marag.types import Completion
 
