@@ -39,7 +39,9 @@ A plan is some of QR, R, DS, AG in that order, ending with AG.
 Reply with the plan inside <workflow></workflow>."""
 
 _EXAMPLE_IN = "Question: In which year did the Berlin Wall fall?\nPlan:"
-_EXAMPLE_OUT = "<workflow>R, DS, AG</workflow>"
+# With a three-code example SmolLM2-135M mostly wrote "R, R, DS, AG" (2 of 40 plans valid on
+# 20 HotpotQA + 20 NQ questions); with this two-code one, 15 of 40 were valid.
+_EXAMPLE_OUT = "<workflow>R, AG</workflow>"
 
 
 def build(question: str, allow_decompose: bool = True) -> Messages:
