@@ -9,14 +9,14 @@ from __future__ import annotations
 import asyncio
 import json
 import re
-import threading
 
 import pytest
 from fastapi.testclient import TestClient
+from overlap import WordOverlapRetriever, load_passages
 
 from marag.retrieval.base import Retriever
 from marag.retrieval.server import create_app
-from marag.types import Hits, Passage, iter_jsonl
+from marag.types import Hits, Passage
 
 QUERIES = [
     "who got the first nobel prize in physics",
@@ -24,44 +24,6 @@ QUERIES = [
     "who wrote the declaration of independence",
     "where is the bermuda triangle located",
 ]
-
-
-def words(s: str) -> set[str]:
-    return set(re.findall(r"[a-z0-9]+", s.lower()))
-
-
-class WordOverlapRetriever(Retriever):
-    """Scores a passage by how many distinct query words it contains (ties: corpus order)."""
-
-    name = "overlap"
-
-    def __init__(self, passages: list[Passage]) -> None:
-        self.passages = passages
-        self.bags = [words(p.title + " " + p.text) for p in passages]
-        self.calls: list[list[str]] = []
-        self.lock = threading.Lock()
-
-    def __len__(self) -> int:
-        return len(self.passages)
-
-    def search_batch(self, queries: list[str], k: int) -> list[Hits]:
-        with self.lock:
-            self.calls.append(list(queries))
-        out = []
-        for q in queries:
-            qw = words(q)
-            scored = sorted(((len(qw & bag), -i) for i, bag in enumerate(self.bags)), reverse=True)[:k]
-            out.append(Hits(q, [self.passages[-i] for _, i in scored], [float(s) for s, _ in scored]))
-        return out
-
-
-def load_passages(shared_data, n: int = 200) -> list[Passage]:
-    out = []
-    for _, obj in iter_jsonl(shared_data / "nq_open.corpus.jsonl"):
-        out.append(Passage(id=obj["id"], title=obj["title"], text=obj["text"]))
-        if len(out) == n:
-            break
-    return out
 
 
 @pytest.fixture(scope="module")
