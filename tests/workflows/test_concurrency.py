@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import asyncio
-import time
 
 from marag.llm.scripted import ScriptedLLM
 from marag.types import Question
@@ -24,15 +23,14 @@ async def test_qdp_children_run_concurrently(hotpot_retriever, ctx_for):
         "AG": "<answer>x</answer>", "AS": "<answer>y</answer>",
     }, latency=LAT)
     q = Question("p1", "Which band formed first, Badly Drawn Boy or Wolf Alice?")
-    t0 = time.perf_counter()
     t = await run_method("jade", q, ctx_for(llm, hotpot_retriever))
-    wall = time.perf_counter() - t0
     assert t.status == "ok" and len(t.nodes) == 5
-    # 11 calls; sequential chain: plan, QDP, (child plan, child AG) in parallel, AS = 5 waits
+    # 11 calls: plan, QDP, then 4 x (child plan, child AG), then AS
     assert t.cost.llm_calls == 11
-    assert wall < 8 * LAT, f"children did not overlap: {wall:.2f}s for 5 sequential waits"
-    starts = sorted(s.started for s in t.steps if s.role == "planner" and s.node_id > 0)
-    assert starts[-1] - starts[0] < LAT / 2  # all four child plans began together
+    # the four children's calls waited on the backend at the same time
+    assert llm.max_in_flight == 4
+    child_roles = [s.role for s in t.steps if s.node_id > 0]
+    assert child_roles == ["planner", "R", "AG"] * 4  # merged back in child order
 
 
 async def test_many_questions_share_one_event_loop(hotpot_retriever, ctx_for, shared_data):
@@ -43,12 +41,10 @@ async def test_many_questions_share_one_event_loop(hotpot_retriever, ctx_for, sh
     llm = ScriptedLLM({"planner": "<workflow>R, AG</workflow>", "AG": "<answer>x</answer>"},
                       latency=LAT)
     ctx = ctx_for(llm, hotpot_retriever)
-    t0 = time.perf_counter()
     traces = await asyncio.gather(*(run_method("jade", q, ctx) for q in questions))
-    wall = time.perf_counter() - t0
     assert all(t.status == "ok" for t in traces)
     assert [t.id for t in traces] == [q.id for q in questions]
-    # each question makes two sequential calls; run one after another that is 24 * 2 * LAT
-    assert wall < 6 * LAT, f"questions did not overlap: {wall:.2f}s"
+    # every question's planner call was waiting on the backend at once
+    assert llm.max_in_flight == len(questions)
     for t, q in zip(traces, questions):
         assert t.steps[1].raw == q.question and t.golden_answers == q.golden_answers

@@ -27,6 +27,10 @@ class ScriptedLLM:
         self.model = model
         self.latency = latency
         self.calls: list[tuple[str, Messages]] = []  # (role, messages) for assertions
+        # generate() calls waiting at once, now and at most: tests of concurrency assert on
+        # these instead of wall-clock time
+        self.in_flight = 0
+        self.max_in_flight = 0
         self._rules: list[tuple[str, re.Pattern[str] | None, Reply]] = []
         self._cursor: dict[int, int] = {}
         for key, reply in (rules or {}).items():
@@ -37,9 +41,14 @@ class ScriptedLLM:
         self._rules.append((key, pattern, reply))
 
     async def generate(self, batch: list[Messages], params: SamplingParams) -> list[Completion]:
-        if self.latency:
-            await asyncio.sleep(self.latency)
-        return [self._one(messages, params) for messages in batch]
+        self.in_flight += 1
+        self.max_in_flight = max(self.max_in_flight, self.in_flight)
+        try:
+            if self.latency:
+                await asyncio.sleep(self.latency)
+            return [self._one(messages, params) for messages in batch]
+        finally:
+            self.in_flight -= 1
 
     def _one(self, messages: Messages, params: SamplingParams) -> Completion:
         t0 = time.perf_counter()
