@@ -9,7 +9,7 @@ of the embedded model (GGUF conversion into a fresh cache) and cached load, and 
 
     .venv/bin/python benchmarks/llm_throughput.py [--threads 1] [--bf16] [--requests 16]
         [--max-tokens 32] [--levels 1,4,8,16] [--first-load] [--llamacpp] [--steps-only]
-        [--no-prefix-cache]
+        [--no-prefix-cache] [--head] [--compare-generate]
 
 "reused" is the share of all prompt tokens whose KV came from the backend's shared-prefix
 cache (the system line + worked example every prompt starts with) instead of a prefill.
@@ -55,26 +55,61 @@ async def run_level(llm: LLM, convs: list[Messages], params: SamplingParams,
     return time.perf_counter() - t0, sum(tokens)
 
 
-def step_costs(model: object, batch_sizes: list[int], prompt: int = 64, steps: int = 8,
-               bf16: bool = False) -> list[tuple[int, float, float]]:
-    """Raw forward costs: one prefill of ``rows`` x ``prompt`` tokens, then decode steps."""
+def step_costs(model: object, tok: object, batch_sizes: list[int], prompt: int = 64,
+               steps: int = 8, bf16: bool = False) -> list[tuple[int, float, float]]:
+    """Forward costs of marag's decoder: one prefill of ``rows`` x ``prompt`` tokens, then
+    decode steps (the same ``_forward`` the backend runs, output projection included)."""
     import torch
     from transformers import DynamicCache
 
+    from marag.llm.hf_decode import BatchDecoder
+
+    decoder = BatchDecoder(model, tok, bf16_autocast=bf16)
     out = []
     for rows in batch_sizes:
         ids = torch.randint(100, 1000, (rows, prompt))
-        with torch.inference_mode(), torch.autocast("cpu", torch.bfloat16, enabled=bf16):
+        mask = torch.ones_like(ids)
+        with torch.inference_mode():
             cache = DynamicCache(config=model.config)
             t0 = time.perf_counter()
-            model(input_ids=ids, past_key_values=cache, use_cache=True, logits_to_keep=1)
+            decoder._forward(ids, mask, torch.arange(prompt).expand(rows, -1), cache)
             prefill = time.perf_counter() - t0
             nxt = ids[:, -1:]
             t0 = time.perf_counter()
-            for _ in range(steps):
-                model(input_ids=nxt, past_key_values=cache, use_cache=True, logits_to_keep=1)
+            for i in range(steps):
+                mask = torch.cat([mask, torch.ones((rows, 1), dtype=mask.dtype)], dim=1)
+                decoder._forward(nxt, mask, torch.full((rows, 1), prompt + i), cache)
             out.append((rows, prefill, (time.perf_counter() - t0) / steps))
     return out
+
+
+def head_costs(model: object, batch_sizes: list[int], repeats: int = 30) -> None:
+    """Median ms of the output projection: ``F.linear`` against marag's ``head_logits``."""
+    import torch
+
+    from marag.llm.hf_decode import head_logits, plain_head_weight
+
+    weight = plain_head_weight(model)
+    if weight is None:
+        print("no plain output projection on this model")
+        return
+
+    def median_ms(fn) -> float:
+        times = []
+        for _ in range(repeats):
+            t0 = time.perf_counter()
+            fn()
+            times.append(time.perf_counter() - t0)
+        return sorted(times)[len(times) // 2] * 1000
+
+    print(f"| rows | F.linear ms | head_logits ms |  (weight {tuple(weight.shape)})")
+    print("|---|---|---|")
+    with torch.inference_mode():
+        for rows in batch_sizes:
+            h = torch.randn(rows, weight.shape[1])
+            lin = median_ms(lambda: torch.nn.functional.linear(h, weight))
+            own = median_ms(lambda: head_logits(weight, h))
+            print(f"| {rows} | {lin:.1f} | {own:.1f} |", flush=True)
 
 
 def compare_generate(model: object, tok: object, convs: list[Messages], max_tokens: int) -> None:
@@ -114,6 +149,8 @@ def main() -> None:
                     help="also time transformers' generate on one batch of --levels' largest")
     ap.add_argument("--no-prefix-cache", action="store_true",
                     help="switch off the hf backend's shared-prefix KV cache")
+    ap.add_argument("--head", action="store_true",
+                    help="also time the output projection (F.linear vs marag's head_logits)")
     ap.add_argument("--steps-only", action="store_true",
                     help="only the raw prefill/decode-step costs (and llama.cpp if asked)")
     args = ap.parse_args()
@@ -159,8 +196,11 @@ def main() -> None:
           f"total {sum(prompt_tokens)}")
     print("| rows | prefill s (64-token prompts) | decode step ms | decode tokens/s |")
     print("|---|---|---|---|")
-    for rows, prefill, step in step_costs(model, levels, bf16=args.bf16):
+    for rows, prefill, step in step_costs(model, tok, levels, bf16=args.bf16):
         print(f"| {rows} | {prefill:.2f} | {step * 1000:.0f} | {rows / step:.1f} |", flush=True)
+
+    if args.head:
+        head_costs(model, sorted({1, 2, 4, *levels}))
 
     if args.compare_generate:
         compare_generate(model, tok, convs[: max(levels)], args.max_tokens)

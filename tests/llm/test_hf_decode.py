@@ -1,0 +1,74 @@
+"""The decoding loop's pieces: the vectorised sampler and the decoder's own output projection."""
+
+import torch
+
+from marag.llm.base import SamplingParams
+from marag.llm.hf_decode import BatchDecoder, Row, _choose, _sample, head_logits, plain_head_weight
+
+
+def test_sampler_follows_the_distribution_and_never_picks_zero_mass():
+    probs = torch.tensor([[0.0, 0.5, 0.0, 0.3, 0.2, 0.0]])
+    n = 20000
+    gen = torch.Generator().manual_seed(0)
+    uniforms = torch.rand(n, generator=gen)
+    picks = _sample(probs.expand(n, -1), uniforms)
+    counts = torch.bincount(picks, minlength=6).double() / n
+    assert counts[[0, 2, 5]].sum() == 0
+    # binomial standard error at n=20000 is at most 0.0036; 4 sigma
+    assert torch.allclose(counts, probs[0].double(), atol=0.015)
+
+
+def test_sampler_edges_of_the_unit_interval():
+    probs = torch.tensor([[0.0, 2.0, 0.0, 1.0, 0.0], [0.0, 2.0, 0.0, 1.0, 0.0]])  # unnormalised
+    assert _sample(probs, torch.tensor([0.0, 1.0])).tolist() == [1, 3]
+    assert _sample(probs, torch.tensor([0.66, 0.67])).tolist() == [1, 3]
+
+
+def _rows(n: int, **params) -> list[Row]:
+    sp = SamplingParams(max_tokens=4, **params)
+    return [Row([1], sp, generator=torch.Generator().manual_seed(i)) for i in range(n)]
+
+
+def test_a_sampled_rows_choice_does_not_depend_on_its_batch():
+    logits = torch.randn(6, 50, generator=torch.Generator().manual_seed(1)) * 3
+    together, _ = _choose(_rows(6, temperature=0.9), logits.clone())
+    alone = [_choose(_rows(6, temperature=0.9)[i:i + 1], logits[i:i + 1].clone())[0][0]
+             for i in range(6)]
+    assert together == alone
+
+
+def test_greedy_top_p_and_allowed_rows_mix_in_one_batch():
+    logits = torch.tensor([[0.0, 5.0, 1.0, 4.9], [0.0, 5.0, 1.0, 4.9], [0.0, 5.0, 1.0, 4.9]])
+    greedy = Row([1], SamplingParams(temperature=0.0, max_tokens=4))
+    nucleus = Row([1], SamplingParams(temperature=1.0, top_p=0.01, max_tokens=4),
+                  generator=torch.Generator().manual_seed(0))
+    allowed = Row([1], SamplingParams(temperature=1.0, max_tokens=4),
+                  allowed=torch.tensor([True, False, True, False]),
+                  generator=torch.Generator().manual_seed(0))
+    tokens, logprobs = _choose([greedy, nucleus, allowed], logits.clone())
+    assert tokens[0] == 1 and tokens[1] == 1  # top-p 0.01 keeps only the best token
+    assert tokens[2] in (0, 2)
+    expected = torch.log_softmax(logits[0], -1)[1]
+    assert abs(logprobs[0] - float(expected)) < 1e-6
+
+
+def test_own_output_projection_equals_the_models_logits(tiny):
+    model, _ = tiny
+    weight = plain_head_weight(model)
+    assert weight is model.lm_head.weight  # a Llama model: logits are lm_head(hidden)
+    ids = torch.tensor([[5, 9, 13, 2], [7, 7, 8, 30]])
+    with torch.inference_mode():
+        hidden = model.model(input_ids=ids).last_hidden_state[:, -1]
+        expected = model(input_ids=ids).logits[:, -1]
+        assert torch.allclose(head_logits(weight, hidden), expected, atol=1e-5)
+
+
+def test_models_with_other_heads_keep_the_models_own_forward(tiny):
+    class Wrapped(torch.nn.Module):  # not an allow-listed architecture
+        def __init__(self, inner):
+            super().__init__()
+            self.model, self.lm_head, self.config = inner.model, inner.lm_head, inner.config
+
+    assert plain_head_weight(Wrapped(tiny[0])) is None
+    decoder = BatchDecoder(tiny[0], tiny[1])
+    assert decoder.head_weight is not None
