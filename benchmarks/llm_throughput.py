@@ -107,8 +107,8 @@ def head_costs(model: object, batch_sizes: list[int], repeats: int = 30) -> None
     with torch.inference_mode():
         for rows in batch_sizes:
             h = torch.randn(rows, weight.shape[1])
-            lin = median_ms(lambda: torch.nn.functional.linear(h, weight))
-            own = median_ms(lambda: head_logits(weight, h))
+            lin = median_ms(lambda h=h: torch.nn.functional.linear(h, weight))
+            own = median_ms(lambda h=h: head_logits(weight, h))
             print(f"| {rows} | {lin:.1f} | {own:.1f} |", flush=True)
 
 

@@ -242,8 +242,8 @@ class BatchDecoder:
     def _forward(self, ids: torch.Tensor, mask: torch.Tensor, pos: torch.Tensor,
                  cache: Any) -> torch.Tensor:
         device = self.model.device
-        inputs = dict(input_ids=ids.to(device), attention_mask=mask.to(device),
-                      position_ids=pos.to(device), past_key_values=cache, use_cache=True)
+        inputs = {"input_ids": ids.to(device), "attention_mask": mask.to(device),
+                  "position_ids": pos.to(device), "past_key_values": cache, "use_cache": True}
         with torch.autocast("cpu", dtype=torch.bfloat16, enabled=self.bf16_autocast
                             and device.type == "cpu"):
             if self.head_weight is None:
