@@ -9,7 +9,7 @@ of the embedded model (GGUF conversion into a fresh cache) and cached load, and 
 
     .venv/bin/python benchmarks/llm_throughput.py [--threads 1] [--bf16] [--requests 16]
         [--max-tokens 32] [--levels 1,4,8,16] [--first-load] [--llamacpp] [--steps-only]
-        [--no-prefix-cache] [--head] [--compare-generate]
+        [--no-prefix-cache] [--linear] [--compare-generate]
 
 "reused" is the share of all prompt tokens whose KV came from the backend's shared-prefix
 cache (the system line + worked example every prompt starts with) instead of a prefill.
@@ -83,33 +83,48 @@ def step_costs(model: object, tok: object, batch_sizes: list[int], prompt: int =
     return out
 
 
-def head_costs(model: object, batch_sizes: list[int], repeats: int = 30) -> None:
-    """Median ms of the output projection: ``F.linear`` against marag's ``head_logits``."""
+def linear_costs(model: object, batch_sizes: list[int], steps: int = 30) -> None:
+    """Median decode-step ms with transformers' ``nn.Linear`` against marag's ``FastLinear``.
+
+    Steps alternate between the two on one growing KV cache, so both see the same cache
+    lengths and the same box load.
+    """
     import torch
+    from torch import nn
+    from transformers import DynamicCache
 
-    from marag.llm.hf_decode import head_logits, plain_head_weight
+    from marag.llm.cpu_linear import FastLinear, use_fast_linears
 
-    weight = plain_head_weight(model)
-    if weight is None:
-        print("no plain output projection on this model")
-        return
+    use_fast_linears(model)
+    linears = [m for m in model.modules() if type(m) is FastLinear]
 
-    def median_ms(fn) -> float:
-        times = []
-        for _ in range(repeats):
-            t0 = time.perf_counter()
-            fn()
-            times.append(time.perf_counter() - t0)
-        return sorted(times)[len(times) // 2] * 1000
+    def set_class(cls: type) -> None:
+        for m in linears:
+            m.__class__ = cls
 
-    print(f"| rows | F.linear ms | head_logits ms |  (weight {tuple(weight.shape)})")
+    print("| rows | nn.Linear step ms | FastLinear step ms |")
     print("|---|---|---|")
-    with torch.inference_mode():
-        for rows in batch_sizes:
-            h = torch.randn(rows, weight.shape[1])
-            lin = median_ms(lambda h=h: torch.nn.functional.linear(h, weight))
-            own = median_ms(lambda h=h: head_logits(weight, h))
-            print(f"| {rows} | {lin:.1f} | {own:.1f} |", flush=True)
+    for rows in batch_sizes:
+        prompt = 80
+        ids = torch.randint(100, 1000, (rows, prompt))
+        mask = torch.ones_like(ids)
+        times: dict[type, list[float]] = {nn.Linear: [], FastLinear: []}
+        with torch.inference_mode():
+            cache = DynamicCache(config=model.config)
+            model(input_ids=ids, attention_mask=mask, past_key_values=cache, use_cache=True,
+                  logits_to_keep=1)
+            for i in range(2 * steps):
+                cls = FastLinear if i % 2 else nn.Linear
+                set_class(cls)
+                mask = torch.cat([mask, torch.ones((rows, 1), dtype=mask.dtype)], dim=1)
+                t0 = time.perf_counter()
+                model(input_ids=ids[:, -1:], attention_mask=mask,
+                      position_ids=torch.full((rows, 1), prompt + i), past_key_values=cache,
+                      use_cache=True, logits_to_keep=1)
+                times[cls].append(time.perf_counter() - t0)
+        plain, fast = (sorted(t)[len(t) // 2] * 1000 for t in times.values())
+        print(f"| {rows} | {plain:.0f} | {fast:.0f} |", flush=True)
+    set_class(FastLinear)
 
 
 def compare_generate(model: object, tok: object, convs: list[Messages], max_tokens: int) -> None:
@@ -149,8 +164,8 @@ def main() -> None:
                     help="also time transformers' generate on one batch of --levels' largest")
     ap.add_argument("--no-prefix-cache", action="store_true",
                     help="switch off the hf backend's shared-prefix KV cache")
-    ap.add_argument("--head", action="store_true",
-                    help="also time the output projection (F.linear vs marag's head_logits)")
+    ap.add_argument("--linear", action="store_true",
+                    help="also time decode steps with nn.Linear against marag's FastLinear")
     ap.add_argument("--steps-only", action="store_true",
                     help="only the raw prefill/decode-step costs (and llama.cpp if asked)")
     args = ap.parse_args()
@@ -199,8 +214,8 @@ def main() -> None:
     for rows, prefill, step in step_costs(model, tok, levels, bf16=args.bf16):
         print(f"| {rows} | {prefill:.2f} | {step * 1000:.0f} | {rows / step:.1f} |", flush=True)
 
-    if args.head:
-        head_costs(model, sorted({1, 2, 4, *levels}))
+    if args.linear:
+        linear_costs(model, sorted({1, 2, 3, 4, 6, *levels}))
 
     if args.compare_generate:
         compare_generate(model, tok, convs[: max(levels)], args.max_tokens)

@@ -30,6 +30,7 @@ from typing import Any
 import torch
 
 from marag.llm.base import SamplingParams
+from marag.llm.cpu_linear import use_fast_linears
 
 
 @dataclass
@@ -140,34 +141,6 @@ def _choose(rows: list[Row], logits: torch.Tensor) -> tuple[list[int], list[floa
     return chosen_ids.tolist(), chosen.tolist()
 
 
-# Causal LMs whose logits are exactly ``lm_head(final hidden state)``: no soft-capping, scaling
-# or bias, so the decoder may run the base model and the output projection itself.
-_PLAIN_HEAD = frozenset({"LlamaForCausalLM", "MistralForCausalLM", "Qwen2ForCausalLM",
-                         "Qwen3ForCausalLM"})
-
-
-def plain_head_weight(model: Any) -> torch.Tensor | None:
-    """The output projection's weight [vocab, hidden] when the decoder may compute logits
-    itself (see ``_PLAIN_HEAD``), else None."""
-    head = getattr(model, "lm_head", None)
-    if (type(model).__name__ not in _PLAIN_HEAD or not isinstance(head, torch.nn.Linear)
-            or head.bias is not None or not hasattr(model, "model")):
-        return None
-    return head.weight
-
-
-def head_logits(weight: torch.Tensor, hidden: torch.Tensor) -> torch.Tensor:
-    """``hidden`` [rows, hidden] -> logits [rows, vocab].
-
-    On CPU this is ``weight @ hidden.T``, not ``F.linear``: for a tall weight (49k x 576) and a
-    few rows MKL picks a much slower kernel for the latter (measured: 21 ms against 5-9 ms for
-    2-8 rows, equal for one row; ``benchmarks/llm_throughput.py --head``).
-    """
-    if hidden.device.type != "cpu":
-        return torch.nn.functional.linear(hidden, weight)
-    return torch.mm(weight, hidden.t()).t()
-
-
 class PrefixCache:
     """KV of recently seen prompt prefixes (token ids -> per-layer keys/values of one row).
 
@@ -222,7 +195,8 @@ class BatchDecoder:
         pad = tokenizer.pad_token_id
         self.pad_id = int(pad if pad is not None else min(eos) if eos else 0)
         self.max_positions = int(getattr(model.config, "max_position_embeddings", 0) or 0)
-        self.head_weight = plain_head_weight(model)
+        if model.device.type == "cpu":  # few-row products take a faster CPU kernel
+            use_fast_linears(model)
         self._rng = random.Random()
         self.prefills = 0
         self.dropped = 0
@@ -244,12 +218,10 @@ class BatchDecoder:
         device = self.model.device
         inputs = {"input_ids": ids.to(device), "attention_mask": mask.to(device),
                   "position_ids": pos.to(device), "past_key_values": cache, "use_cache": True}
-        with torch.autocast("cpu", dtype=torch.bfloat16, enabled=self.bf16_autocast
-                            and device.type == "cpu"):
-            if self.head_weight is None:
-                return self.model(**inputs, logits_to_keep=1).logits[:, -1, :].float().cpu()
-            hidden = self.model.model(**inputs).last_hidden_state[:, -1, :]
-            return head_logits(self.head_weight, hidden).float().cpu()
+        autocast = self.bf16_autocast and device.type == "cpu"
+        with torch.autocast("cpu", dtype=torch.bfloat16, enabled=autocast):
+            out = self.model(**inputs, logits_to_keep=1)
+        return out.logits[:, -1, :].float().cpu()
 
     def _finish(self, row: Row, token: int, logprob: float) -> bool:
         row.token_ids.append(token)
