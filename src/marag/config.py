@@ -39,6 +39,8 @@ class LLMConfig(Section):
     max_concurrency: int = Field(16, ge=1)
     timeout: float = Field(120.0, gt=0)
     retries: int = Field(3, ge=0)
+    # openai backend: ask for token ids with logprobs (vLLM's return_tokens_as_token_ids)
+    token_ids: bool = False
     max_batch_size: int = Field(16, ge=1)
     batch_wait_ms: float = Field(5.0, ge=0)
     device: str = "cpu"

@@ -52,6 +52,35 @@ async def test_client_against_served_tiny_model(tiny_server):
     await client.aclose()
 
 
+async def test_token_ids_come_back_when_asked_for(tiny_server):
+    url, served = tiny_server
+    p = SamplingParams(max_tokens=8, logprobs=True)
+    want = await HFBackend("tiny", model=served.module, tokenizer=served.tokenizer).generate(
+        CONVS, p)
+    asking = OpenAIBackend(url + "/v1", "tiny", token_ids=True)
+    assert asking.body(CONVS[0], p)["return_tokens_as_token_ids"] is True
+    got = await asking.generate(CONVS, p)
+    for g, w in zip(got, want, strict=True):
+        assert g.token_ids == w.token_ids and len(g.token_ids) == g.completion_tokens
+        assert g.logprobs == pytest.approx(w.logprobs, abs=1e-4)
+    # off by default (OpenAI's own API rejects the field): text tokens, no ids
+    plain = OpenAIBackend(url + "/v1", "tiny")
+    assert "return_tokens_as_token_ids" not in plain.body(CONVS[0], p)
+    [c] = await plain.generate(CONVS[:1], p)
+    assert c.token_ids is None and c.logprobs
+    await asking.aclose()
+    await plain.aclose()
+
+
+def test_token_ids_need_every_entry_in_id_form():
+    from marag.llm.openai_http import _token_ids
+
+    assert _token_ids(["token_id:5", "token_id:0"]) == [5, 0]
+    assert _token_ids(["token_id:5", "Paris"]) is None
+    assert _token_ids(["token_id:x"]) is None
+    assert _token_ids([None]) is None
+
+
 async def test_server_rejects_bad_requests(tiny_server):
     import httpx
 

@@ -6,6 +6,12 @@ Rate limits (429), server errors (5xx), connection errors and timeouts are retri
 exponential backoff plus jitter, honouring ``Retry-After``; other 4xx answers fail at once
 with the server's message. Every attempt is bounded by ``timeout`` seconds in total, so a
 server that accepts the connection and never answers cannot hang a run.
+
+Token ids: with ``token_ids=True`` a logprobs request also asks for vLLM's
+``return_tokens_as_token_ids`` (``marag serve-llm`` honours it too), whose logprob entries
+name tokens as ``token_id:<id>``; the completion then carries the sampled token ids, which a
+trainer needs to score exactly what was generated. Off by default: OpenAI's own API rejects
+the unknown field.
 """
 
 from __future__ import annotations
@@ -40,7 +46,7 @@ class OpenAIBackend:
 
     def __init__(self, base_url: str, model: str, *, api_key_env: str = "OPENAI_API_KEY",
                  max_concurrency: int = 16, timeout: float = 120.0, retries: int = 3,
-                 backoff: float = 0.5) -> None:
+                 backoff: float = 0.5, token_ids: bool = False) -> None:
         if max_concurrency < 1:
             raise LLMError(f"max_concurrency must be >= 1, got {max_concurrency}")
         self.model = model
@@ -50,6 +56,7 @@ class OpenAIBackend:
         self.timeout = timeout
         self.retries = retries
         self.backoff = backoff
+        self.token_ids = token_ids
         self._client: httpx.AsyncClient | None = None
         self._sem: asyncio.Semaphore | None = None
         self._loop: asyncio.AbstractEventLoop | None = None
@@ -89,6 +96,8 @@ class OpenAIBackend:
             body["seed"] = params.seed
         if params.logprobs:
             body["logprobs"] = True
+            if self.token_ids:
+                body["return_tokens_as_token_ids"] = True
         return body
 
     async def generate(self, batch: list[Messages], params: SamplingParams) -> list[Completion]:
@@ -151,17 +160,21 @@ class OpenAIBackend:
             raise LLMError(f"{self.url}: response has no choices[0].message: "
                            f"{json.dumps(data)[:200]}") from None
         usage = data.get("usage") or {}
-        logprobs = None
+        logprobs = token_ids = None
         content = (choice.get("logprobs") or {}).get("content")
         if isinstance(content, list):
-            logprobs = [float(t["logprob"]) for t in content if isinstance(t, dict)
-                        and isinstance(t.get("logprob"), (int, float))]
+            entries = [t for t in content if isinstance(t, dict)
+                       and isinstance(t.get("logprob"), (int, float))]
+            logprobs = [float(t["logprob"]) for t in entries]
+            if self.token_ids:
+                token_ids = _token_ids([t.get("token") for t in entries])
         return Completion(
             text=text,
             finish_reason=choice.get("finish_reason") or "stop",
             prompt_tokens=int(usage.get("prompt_tokens") or 0),
             completion_tokens=int(usage.get("completion_tokens") or 0),
             logprobs=logprobs,
+            token_ids=token_ids,
             model=str(data.get("model") or self.model),
             latency=latency,
         )
@@ -173,6 +186,19 @@ class OpenAIBackend:
                 await client.aclose()
             except RuntimeError:  # its event loop is already closed
                 pass
+
+
+def _token_ids(tokens: list[Any]) -> list[int] | None:
+    """Ids from ``token_id:<id>`` logprob tokens; None unless every entry has that form."""
+    ids = []
+    for t in tokens:
+        if not isinstance(t, str) or not t.startswith("token_id:"):
+            return None
+        try:
+            ids.append(int(t[len("token_id:"):]))
+        except ValueError:
+            return None
+    return ids
 
 
 def _server_message(resp: httpx.Response) -> str:

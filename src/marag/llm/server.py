@@ -46,6 +46,8 @@ class ChatRequest(BaseModel):
     stop: str | list[str] | None = None
     seed: int | None = None
     logprobs: bool = False
+    # vLLM's extension: name logprob tokens "token_id:<id>" instead of their text
+    return_tokens_as_token_ids: bool = False
     n: int = 1
     stream: bool = False
 
@@ -66,12 +68,15 @@ def _params(req: ChatRequest) -> SamplingParams:
     )
 
 
-def _logprob_content(backend: LLM, c: Completion) -> list[dict[str, Any]]:
+def _logprob_content(backend: LLM, c: Completion, as_ids: bool) -> list[dict[str, Any]]:
     tokenizer = getattr(backend, "tokenizer", None)
     ids = c.token_ids or []
     out = []
     for i, lp in enumerate(c.logprobs or []):
-        token = tokenizer.decode([ids[i]]) if tokenizer is not None and i < len(ids) else ""
+        if as_ids and i < len(ids):
+            token = f"token_id:{ids[i]}"
+        else:
+            token = tokenizer.decode([ids[i]]) if tokenizer is not None and i < len(ids) else ""
         out.append({"token": token, "logprob": lp, "bytes": list(token.encode("utf-8")),
                     "top_logprobs": []})
     return out
@@ -120,7 +125,8 @@ def create_app(backend: LLM) -> FastAPI:
             "index": 0,
             "message": {"role": "assistant", "content": c.text},
             "finish_reason": c.finish_reason,
-            "logprobs": {"content": _logprob_content(backend, c)} if req.logprobs else None,
+            "logprobs": ({"content": _logprob_content(backend, c, req.return_tokens_as_token_ids)}
+                         if req.logprobs else None),
         }
         return {
             "id": f"chatcmpl-{uuid.uuid4().hex}",
