@@ -100,25 +100,24 @@ def _top_p_filter(probs: torch.Tensor, top_p: float) -> torch.Tensor:
     return out / out.sum()
 
 
-def _sample(probs: torch.Tensor, uniforms: torch.Tensor) -> torch.Tensor:
-    """Inverse-CDF sampling: row i takes the first token whose cumulative mass exceeds
-    ``uniforms[i]`` x its total mass. ``probs`` [rows, vocab] need not be normalised; a token
-    of zero mass is never chosen. One vectorised pass instead of a ``torch.multinomial`` per row
-    (which costs ~1.2 ms per row over a 49k vocabulary on this CPU against ~0.06 ms here).
+def _sample(probs: torch.Tensor, noise: torch.Tensor) -> torch.Tensor:
+    """The exponential race: row i takes ``argmax(probs[i] / noise[i])`` where ``noise`` holds
+    independent Exp(1) draws, which picks token k with probability ``probs[i, k] / sum``
+    (``probs`` need not be normalised; zero mass is never picked).
+
+    Unlike inverse-CDF sampling over the vocabulary, the choice only changes if two tokens
+    nearly tie, so the last-bit differences between a row's logits alone and inside a batch
+    do not change its sample (inverse CDF flipped 2 of 8 seeded 128-token answers, because
+    each of the 49k cdf boundaries moves by ~1e-7 and a draw crosses one with a few % odds).
     """
-    cdf = torch.cumsum(probs, dim=-1)
-    target = uniforms[:, None] * cdf[:, -1:]
-    idx = torch.searchsorted(cdf, target, right=True).squeeze(1)
-    # rounding can put the target at the very top of the cdf: take the last token with mass
-    last = probs.shape[1] - 1 - torch.argmax((probs.flip(-1) > 0).to(torch.int8), dim=-1)
-    return torch.minimum(idx, last)
+    return torch.argmax(probs / noise, dim=-1)
 
 
 def _choose(rows: list[Row], logits: torch.Tensor) -> tuple[list[int], list[float]]:
     """Pick the next token for every row of ``logits`` [rows, vocab] (fp32).
 
-    A sampled row draws one uniform number from its own generator, so its choice does not
-    depend on the other rows of the batch.
+    A sampled row draws its noise from its own generator, so its choice does not depend on
+    the other rows of the batch.
     """
     for i, r in enumerate(rows):
         if r.allowed is not None:
@@ -134,9 +133,10 @@ def _choose(rows: list[Row], logits: torch.Tensor) -> tuple[list[int], list[floa
         for j, i in enumerate(sampled):
             if rows[i].params.top_p < 1.0:
                 probs[j] = _top_p_filter(probs[j], rows[i].params.top_p)
-        uniforms = torch.cat([torch.rand(1, generator=rows[i].generator, dtype=probs.dtype)
-                              for i in sampled])
-        chosen_ids[index] = _sample(probs, uniforms)
+        # Exp(1) noise as -log(U): ~5x faster on CPU than ``Tensor.exponential_``; U < 1
+        noise = torch.stack([torch.rand(probs.shape[1], generator=rows[i].generator,
+                                        dtype=probs.dtype) for i in sampled])
+        chosen_ids[index] = _sample(probs, noise.log_().neg_())
     chosen = logp[torch.arange(len(rows)), chosen_ids]
     return chosen_ids.tolist(), chosen.tolist()
 
