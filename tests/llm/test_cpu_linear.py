@@ -19,7 +19,7 @@ def test_linear_wt_equals_f_linear(shape, bias):
     w = torch.randn(24, 16, generator=gen)
     b = torch.randn(24, generator=gen) if bias else None
     out = linear_wt(x, w, b)
-    assert out.shape == (*shape[:-1], 24)
+    assert out.shape == (*shape[:-1], 24) and out.is_contiguous()
     assert torch.allclose(out, nn.functional.linear(x, w, b), atol=1e-5)
 
 
@@ -31,8 +31,9 @@ def test_model_outputs_are_unchanged_and_training_still_works():
     assert n == 15 and type(model.lm_head) is FastLinear
     assert isinstance(model.lm_head, nn.Linear)
     ids = torch.tensor([[5, 9, 13, 2], [7, 7, 8, 30]])
+    long = torch.arange(3, 153)[None, :]  # 150 token rows: over MAX_ROWS, the plain path
     with torch.inference_mode():
-        for batch in (ids[:1], ids, ids[:, -1:]):  # 4, 8 and 2 token rows
+        for batch in (ids[:1], ids, ids[:, -1:], long):
             assert torch.allclose(model(batch).logits, reference(batch).logits, atol=1e-5)
     # with autograd on, the plain nn.Linear path runs and gradients flow
     loss = model(ids, labels=ids).loss
