@@ -89,7 +89,66 @@ def check(device: str) -> bool:
         ok &= good
         print(f"check {name}: tokens {'equal' if same else 'DIFFER'}, "
               f"max |logprob diff| {worst:.2e} -> {'PASS' if good else 'FAIL'}", flush=True)
+    async def sampled(together: bool) -> list:
+        llm = HFBackend("tiny", model=dev_model, tokenizer=tok, device=device,
+                        batch_wait_ms=20.0)
+        params = SamplingParams(temperature=1.0, max_tokens=12)
+        calls = [llm.generate([c], params.replace(seed=i)) for i, c in enumerate(convs)]
+        out = await asyncio.gather(*calls) if together else [await c for c in calls]
+        await llm.aclose()
+        return [c.token_ids for [c] in out]
+
+    alone, batched = asyncio.run(sampled(False)), asyncio.run(sampled(True))
+    good = alone == batched
+    ok &= good
+    print(f"check seeded sampling on {device}, alone vs batched: "
+          f"{'equal' if good else 'DIFFER'} -> {'PASS' if good else 'FAIL'}", flush=True)
     return ok
+
+
+def step_costs(model: object, tok: object, rows_list: list[int], prompt: int = 64,
+               steps: int = 20) -> None:
+    """Where a decode step's time goes: transformers' forward alone, marag's ``_forward``
+    (the same plus masks, position ids and the copy of logits to the host) and ``_choose``."""
+    import torch
+    from transformers import DynamicCache
+
+    from marag.llm.base import SamplingParams
+    from marag.llm.hf_decode import BatchDecoder, Row, _choose
+
+    decoder = BatchDecoder(model, tok)
+    device = model.device
+    print("| rows | model forward ms | marag _forward ms | _choose ms (T=1) |")
+    print("|---|---|---|---|")
+    for rows in rows_list:
+        ids = torch.randint(100, 1000, (rows, prompt))
+        mask = torch.ones_like(ids)
+        with torch.inference_mode():
+            cache = DynamicCache(config=model.config)
+            decoder._forward(ids, mask, torch.arange(prompt).expand(rows, -1), cache)
+            nxt = ids[:, -1:].to(device)
+            t0 = time.perf_counter()
+            for _ in range(steps):
+                model(input_ids=nxt, past_key_values=cache, use_cache=True, logits_to_keep=1)
+            torch.cuda.synchronize() if device.type == "cuda" else None
+            raw = (time.perf_counter() - t0) / steps
+            cache = DynamicCache(config=model.config)
+            decoder._forward(ids, mask, torch.arange(prompt).expand(rows, -1), cache)
+            t0 = time.perf_counter()
+            for i in range(steps):
+                mask = torch.cat([mask, torch.ones((rows, 1), dtype=mask.dtype)], dim=1)
+                logits = decoder._forward(ids[:, -1:], mask, torch.full((rows, 1), prompt + i),
+                                          cache)
+            ours = (time.perf_counter() - t0) / steps
+            sampled = [Row([1], SamplingParams(temperature=1.0, max_tokens=8),
+                           generator=torch.Generator(device).manual_seed(i))
+                       for i in range(rows)]
+            t0 = time.perf_counter()
+            for _ in range(steps):
+                _choose(sampled, logits.clone())
+            choose = (time.perf_counter() - t0) / steps
+        print(f"| {rows} | {raw * 1000:.1f} | {ours * 1000:.1f} | {choose * 1000:.1f} |",
+              flush=True)
 
 
 def main() -> None:
@@ -101,6 +160,7 @@ def main() -> None:
     ap.add_argument("--requests", type=int, default=64)
     ap.add_argument("--max-tokens", type=int, default=64)
     ap.add_argument("--skip-check", action="store_true")
+    ap.add_argument("--steps", action="store_true", help="also time the parts of a decode step")
     args = ap.parse_args()
 
     import torch
@@ -127,6 +187,8 @@ def main() -> None:
     print(f"model: {type(model).__name__}, {sum(p.numel() for p in model.parameters()) / 1e6:.0f}M "
           f"params, {args.dtype}, {weights} weights")
     levels = [int(x) for x in args.levels.split(",")]
+    if args.steps:
+        step_costs(model, tok, levels)
     convs = conversations(args.requests)
     params = SamplingParams(temperature=1.0, max_tokens=args.max_tokens)
     print("| in flight | wall s | gen tokens | tokens/s | speed-up |")

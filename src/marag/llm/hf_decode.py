@@ -116,28 +116,30 @@ def _sample(probs: torch.Tensor, noise: torch.Tensor) -> torch.Tensor:
 def _choose(rows: list[Row], logits: torch.Tensor) -> tuple[list[int], list[float]]:
     """Pick the next token for every row of ``logits`` [rows, vocab] (fp32).
 
-    A sampled row draws its noise from its own generator, so its choice does not depend on
-    the other rows of the batch.
+    Runs on the logits' device (on a GPU the 49k-wide softmax and noise of 64 rows would cost
+    more on the host than the forward pass). A sampled row draws its noise from its own
+    generator, so its choice does not depend on the other rows of the batch.
     """
+    device = logits.device
     for i, r in enumerate(rows):
         if r.allowed is not None:
-            logits[i].masked_fill_(~r.allowed, float("-inf"))
+            logits[i].masked_fill_(~r.allowed.to(device), float("-inf"))
     temps = torch.tensor([r.params.temperature if r.params.temperature > 0 else 1.0
-                          for r in rows], dtype=logits.dtype)
+                          for r in rows], dtype=logits.dtype, device=device)
     logp = torch.log_softmax(logits / temps[:, None], dim=-1)
     chosen_ids = torch.argmax(logits, dim=-1)
     sampled = [i for i, r in enumerate(rows) if r.params.temperature > 0]
     if sampled:
-        index = torch.tensor(sampled, dtype=torch.long)
+        index = torch.tensor(sampled, dtype=torch.long, device=device)
         probs = logp[index].exp()
         for j, i in enumerate(sampled):
             if rows[i].params.top_p < 1.0:
                 probs[j] = _top_p_filter(probs[j], rows[i].params.top_p)
         # Exp(1) noise as -log(U): ~5x faster on CPU than ``Tensor.exponential_``; U < 1
         noise = torch.stack([torch.rand(probs.shape[1], generator=rows[i].generator,
-                                        dtype=probs.dtype) for i in sampled])
+                                        dtype=probs.dtype, device=device) for i in sampled])
         chosen_ids[index] = _sample(probs, noise.log_().neg_())
-    chosen = logp[torch.arange(len(rows)), chosen_ids]
+    chosen = logp[torch.arange(len(rows), device=device), chosen_ids]
     return chosen_ids.tolist(), chosen.tolist()
 
 
@@ -221,7 +223,7 @@ class BatchDecoder:
         autocast = self.bf16_autocast and device.type == "cpu"
         with torch.autocast("cpu", dtype=torch.bfloat16, enabled=autocast):
             out = self.model(**inputs, logits_to_keep=1)
-        return out.logits[:, -1, :].float().cpu()
+        return out.logits[:, -1, :].float()
 
     def _finish(self, row: Row, token: int, logprob: float) -> bool:
         row.token_ids.append(token)
@@ -248,7 +250,7 @@ class BatchDecoder:
         for r in rows:
             if r.params.temperature > 0:
                 seed = r.params.seed if r.params.seed is not None else self._rng.getrandbits(63)
-                r.generator = torch.Generator().manual_seed(int(seed))
+                r.generator = torch.Generator(self.model.device).manual_seed(int(seed))
         if self.prefix_cache is not None and any(r.prefix_len for r in rows):
             return self._prefill_with_prefixes(rows)
         ids, mask = _left_pad(rows, self.pad_id)
@@ -380,7 +382,7 @@ class _Batch:
     cache: Any
     mask: torch.Tensor  # [rows, cache length], 0 for left padding
     last_pos: torch.Tensor  # [rows] position id of the last token fed
-    logits: torch.Tensor  # [rows, vocab] for the next token
+    logits: torch.Tensor  # [rows, vocab] for the next token, fp32 on the model's device
     next_tokens: list[int] = field(default_factory=list)
 
     def select(self, keep: list[int]) -> None:

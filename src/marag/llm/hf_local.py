@@ -131,7 +131,7 @@ class HFBackend:
             import torch
 
             vocab = self._vocab_size()
-            mask = torch.zeros(vocab, dtype=torch.bool)
+            mask = torch.zeros(vocab, dtype=torch.bool, device=self.module.device)
             for text in allowed:
                 for t in self.tokenizer(text, add_special_tokens=False)["input_ids"]:
                     mask[t] = True
