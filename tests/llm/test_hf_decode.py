@@ -62,3 +62,4 @@ def test_greedy_top_p_and_allowed_rows_mix_in_one_batch():
     assert tokens[2] in (0, 2)
     expected = torch.log_softmax(logits[0], -1)[1]
     assert abs(logprobs[0] - float(expected)) < 1e-6
+

@@ -135,9 +135,11 @@ def _choose(rows: list[Row], logits: torch.Tensor) -> tuple[list[int], list[floa
         for j, i in enumerate(sampled):
             if rows[i].params.top_p < 1.0:
                 probs[j] = _top_p_filter(probs[j], rows[i].params.top_p)
-        # Exp(1) noise as -log(U): ~5x faster on CPU than ``Tensor.exponential_``; U < 1
+        # Exp(1) noise as -log(U), ~3x faster on CPU than ``Tensor.exponential_``. U is
+        # float64: float32's 2^-24 steps below 1 would floor the noise at 6e-8, so a token
+        # less likely than ~1e-7 x the top one could never be drawn.
         noise = torch.stack([torch.rand(probs.shape[1], generator=rows[i].generator,
-                                        dtype=probs.dtype, device=device) for i in sampled])
+                                        dtype=torch.float64, device=device) for i in sampled])
         chosen_ids[index] = _sample(probs, noise.log_().neg_())
     chosen = logp[torch.arange(len(rows), device=device), chosen_ids]
     return chosen_ids.tolist(), chosen.tolist()
