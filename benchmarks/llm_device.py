@@ -22,7 +22,9 @@ import sys
 import time
 from pathlib import Path
 
-from marag.llm.base import LLM, Messages, SamplingParams
+from llm_throughput import run_level  # this folder is on sys.path when run as a script
+
+from marag.llm.base import Messages, SamplingParams
 
 TOPICS = ["the tallest mountain in Europe", "the author of a famous Russian novel",
           "the river that flows through Vienna", "the inventor of the telephone",
@@ -34,20 +36,6 @@ def conversations(n: int) -> list[Messages]:
     return [[{"role": "system", "content": "Answer in a few words inside <answer></answer>."},
              {"role": "user", "content": f"Question {i}: tell me about {TOPICS[i % len(TOPICS)]}."}]
             for i in range(n)]
-
-
-async def run_level(llm: LLM, convs: list[Messages], params: SamplingParams,
-                    concurrency: int) -> tuple[float, int]:
-    sem = asyncio.Semaphore(concurrency)
-
-    async def one(i: int, conv: Messages) -> int:
-        async with sem:
-            [c] = await llm.generate([conv], params.replace(seed=i))
-            return c.completion_tokens
-
-    t0 = time.perf_counter()
-    tokens = await asyncio.gather(*(one(i, c) for i, c in enumerate(convs)))
-    return time.perf_counter() - t0, sum(tokens)
 
 
 def check(device: str) -> bool:
@@ -130,7 +118,8 @@ def step_costs(model: object, tok: object, rows_list: list[int], prompt: int = 6
             t0 = time.perf_counter()
             for _ in range(steps):
                 model(input_ids=nxt, past_key_values=cache, use_cache=True, logits_to_keep=1)
-            torch.cuda.synchronize() if device.type == "cuda" else None
+            if device.type == "cuda":
+                torch.cuda.synchronize()
             raw = (time.perf_counter() - t0) / steps
             cache = DynamicCache(config=model.config)
             decoder._forward(ids, mask, torch.arange(prompt).expand(rows, -1), cache)
