@@ -29,7 +29,7 @@ from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
-from marag.types import Question, open_text
+from marag.types import Question, json_lines, open_text
 
 log = logging.getLogger(__name__)
 
@@ -126,16 +126,8 @@ def _records(path: Path) -> Iterator[tuple[str, int, Any]]:
             for i, obj in enumerate(items):
                 yield f"{path}: item {i}", i, obj
             return
-        index = 0
-        for lineno, line in enumerate(f, 1):
-            if not line.strip():
-                continue
-            try:
-                obj = json.loads(line)
-            except json.JSONDecodeError as e:
-                raise DatasetError(f"{path}:{lineno}: invalid JSON ({e.msg})") from None
+        for index, (lineno, obj) in enumerate(json_lines(f, path, DatasetError)):
             yield f"{path}:{lineno}", index, obj
-            index += 1
 
 
 def dataset_name_of(path: Path) -> str:

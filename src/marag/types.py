@@ -254,16 +254,24 @@ def open_text(path: str | os.PathLike[str], mode: str = "r") -> IO[str]:
     return open(p, mode, encoding="utf-8")
 
 
+def json_lines(lines: Iterable[str], path: str | os.PathLike[str],
+               error: type[ValueError] = ValueError) -> Iterator[tuple[int, Any]]:
+    """Yield ``(line_number, value)`` for each non-blank line of ``lines`` (read from
+    ``path``); a malformed line raises ``error`` naming file and line."""
+    for lineno, line in enumerate(lines, 1):
+        if not line.strip():
+            continue
+        try:
+            obj = json.loads(line)
+        except json.JSONDecodeError as e:
+            raise error(f"{path}:{lineno}: invalid JSON ({e.msg})") from None
+        yield lineno, obj
+
+
 def iter_jsonl(path: str | os.PathLike[str]) -> Iterator[tuple[int, dict[str, Any]]]:
     """Yield ``(line_number, object)``; a malformed line raises ValueError naming file and line."""
     with open_text(path) as f:
-        for lineno, line in enumerate(f, 1):
-            if not line.strip():
-                continue
-            try:
-                obj = json.loads(line)
-            except json.JSONDecodeError as e:
-                raise ValueError(f"{path}:{lineno}: invalid JSON ({e.msg})") from None
+        for lineno, obj in json_lines(f, path):
             if not isinstance(obj, dict):
                 raise ValueError(f"{path}:{lineno}: expected a JSON object, got {type(obj).__name__}")
             yield lineno, obj
