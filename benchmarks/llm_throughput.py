@@ -84,7 +84,8 @@ def step_costs(model: object, tok: object, batch_sizes: list[int], prompt: int =
 
 
 def linear_costs(model: object, batch_sizes: list[int], steps: int = 30) -> None:
-    """Median decode-step ms with transformers' ``nn.Linear`` against marag's ``FastLinear``.
+    """Median decode-step and prefill ms with transformers' ``nn.Linear`` against marag's
+    ``FastLinear``.
 
     Steps alternate between the two on one growing KV cache, so both see the same cache
     lengths and the same box load.
@@ -124,6 +125,24 @@ def linear_costs(model: object, batch_sizes: list[int], steps: int = 30) -> None
                 times[cls].append(time.perf_counter() - t0)
         plain, fast = (sorted(t)[len(t) // 2] * 1000 for t in times.values())
         print(f"| {rows} | {plain:.0f} | {fast:.0f} |", flush=True)
+
+    # prefills (fresh cache each time): a joining row's suffix up to a batch of prompts
+    print("| prefill rows x tokens | nn.Linear ms | FastLinear ms |")
+    print("|---|---|---|")
+    for rows, tokens in [(1, 32), (4, 32), (7, 40), (8, 80)]:
+        ids = torch.randint(100, 1000, (rows, tokens))
+        times = {nn.Linear: [], FastLinear: []}
+        with torch.inference_mode():
+            for i in range(8):
+                cls = FastLinear if i % 2 else nn.Linear
+                set_class(cls)
+                t0 = time.perf_counter()
+                model(input_ids=ids, attention_mask=torch.ones_like(ids),
+                      past_key_values=DynamicCache(config=model.config), use_cache=True,
+                      logits_to_keep=1)
+                times[cls].append(time.perf_counter() - t0)
+        plain, fast = (sorted(t)[len(t) // 2] * 1000 for t in times.values())
+        print(f"| {rows} x {tokens} | {plain:.0f} | {fast:.0f} |", flush=True)
     set_class(FastLinear)
 
 

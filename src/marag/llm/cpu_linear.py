@@ -2,14 +2,16 @@
 
 ``F.linear(x, W)`` computes ``x @ W.T``, and for inputs of a few rows MKL picks a slow kernel
 for that layout. Computing the same product as ``(W @ x.T).T`` (made contiguous again, or the
-layers after it slow down more than the product gained) is faster for up to ~128 rows,
-measured on SmolLM2-135M on the 2-core box (whole-model forward, median; ``rows`` is
-sequences x new tokens):
+layers after it slow down more than the product gained) is faster for up to ~128 rows.
+Measured on SmolLM2-135M on the 2-core box, whole-model forward, median, ``rows`` being
+sequences x new tokens (``benchmarks/llm_throughput.py --steps-only --linear``):
 
-- decode steps: 2 rows 91 -> 53 ms, 4 rows 102 -> 57 ms, 8 rows 84 -> 74 ms, 16 rows 107 ->
-  100 ms (against ``F.linear`` everywhere except the output projection);
-- prefills: 1 x 32 tokens 173 -> 151 ms, 4 x 32 tokens 374 -> 331 ms; from ~280 token rows on
-  ``F.linear`` is faster (8 x 80 tokens: 1290 against 1438 ms), so it is kept there.
+- decode steps: 2 rows 79 -> 45 ms, 4 rows 85 -> 48 ms, 8 rows 102 -> 76 ms, 16 rows 122 ->
+  97 ms; one row unchanged (49 / 50 ms);
+- prefills: 1 x 32 tokens 124 -> 101 ms, 4 x 32 tokens 290 -> 253 ms.
+
+Beyond ~128 rows ``F.linear`` was faster in a one-off comparison routing every layer through
+``(W @ x.T).T`` (8 x 80 tokens: 1290 against 1438 ms), so longer inputs keep it.
 
 ``use_fast_linears(model)`` switches the class of the model's plain ``nn.Linear`` modules to
 ``FastLinear``, a subclass whose forward takes that route only on CPU, in fp32, for at most
