@@ -98,6 +98,87 @@ class EvalConfig(Section):
     question_timeout: float | None = Field(None, gt=0)
 
 
+class RewardConfig(Section):
+    """Per-step rewards (``marag.train.rewards``). ``kind: auto`` follows the method's paper."""
+
+    kind: Literal["auto", "jade", "mao-arag", "mmoa-rag", "m-ask", "final"] = "auto"
+    # jade (Eq. 6-8): -format_penalty per malformed step; the last step also gets
+    # F1 - alpha*min(T/rounds_max, 1) - beta*min(N_ret/retrievals_max, 1)
+    format_penalty: float = Field(1.0, ge=0)
+    alpha: float = Field(0.0, ge=0)
+    beta: float = Field(0.0, ge=0)
+    rounds_max: int = Field(3, ge=1)
+    retrievals_max: int = Field(3, ge=1)
+    # mao-arag (Eq. 3-6, App. A): token cost of a planner's workflow from per-agent costs,
+    # scaled so that the most expensive solving workflow costs 1; 0.25 per added round
+    agent_costs: dict[str, float] = Field(default_factory=lambda: {
+        "QDS": 0.91e-4, "QDP": 1.00e-4, "QR": 0.88e-4, "DS": 2.08e-4, "AG": 1.58e-4,
+        "AS": 1.48e-4})
+    turn_cost: float = Field(0.25, ge=0)
+    # mmoa-rag (S3.3): role penalties added to the shared F1
+    qr_penalty: float = Field(0.5, ge=0)
+    qr_max_subquestions: int = Field(4, ge=1)
+    ds_penalty: float = Field(1.0, ge=0)
+    ag_penalty: float = Field(0.5, ge=0)
+    ag_max_words: int = Field(30, ge=1)
+    # m-ask (S3.3): turn-level rewards; True gives every step only the final F1 (the ablation)
+    final_only: bool = False
+
+
+class LoraConfig(Section):
+    enabled: bool = True
+    r: int = Field(16, ge=1)
+    alpha: float = Field(32.0, gt=0)
+    dropout: float = Field(0.0, ge=0, lt=1)
+    target_modules: list[str] = Field(default_factory=lambda: [
+        "q_proj", "k_proj", "v_proj", "o_proj", "gate_proj", "up_proj", "down_proj"])
+
+
+class TrainConfig(Section):
+    """``marag train``: rollout -> score -> rewards -> advantages -> update, per iteration."""
+
+    # role names (as in Step.role) whose steps are trained; empty = every LLM role the
+    # method runs
+    roles: list[str] = Field(default_factory=list)
+    # question files (FlashRAG JSONL or a named dataset file) trained on, in order, mixed
+    datasets: list[str] = Field(default_factory=list)
+    eval_dataset: str | None = None
+    eval_limit: int | None = Field(None, ge=1)
+    exclude_ids: str | None = None  # a file of question ids never trained on (held-out split)
+    iterations: int = Field(30, ge=1)
+    questions_per_iteration: int = Field(8, ge=1)
+    samples_per_question: int = Field(1, ge=1)
+    temperature: float = Field(1.0, gt=0)
+    top_p: float = Field(1.0, gt=0, le=1)
+    estimator: Literal["gae", "per-step", "grpo"] = "gae"
+    gamma: float = Field(1.0, ge=0, le=1)
+    lam: float = Field(0.95, ge=0, le=1)
+    ppo_epochs: int = Field(1, ge=1)
+    minibatch_size: int = Field(8, ge=1)  # transitions per optimiser step (all processes)
+    micro_batch_size: int = Field(4, ge=1)  # transitions per forward pass
+    lr: float = Field(1e-5, gt=0)
+    critic_lr: float = Field(1e-4, gt=0)
+    weight_decay: float = Field(0.0, ge=0)
+    warmup_iterations: int = Field(0, ge=0)
+    clip: float = Field(0.2, gt=0)
+    value_clip: float = Field(0.2, gt=0)
+    vf_coef: float = Field(0.5, ge=0)
+    entropy_coef: float = Field(0.0, ge=0)
+    kl_coef: float = Field(0.02, ge=0)
+    kl_mode: Literal["reward", "loss"] = "reward"  # k1 in the reward, or k3 as a loss term
+    kl_target: float | None = Field(None, gt=0)  # adaptive coefficient towards this KL
+    kl_horizon: int = Field(10000, ge=1)
+    max_grad_norm: float = Field(1.0, gt=0)
+    whiten_advantages: bool = True
+    lora: LoraConfig = Field(default_factory=LoraConfig)
+    dtype: Literal["auto", "float32", "bfloat16"] = "auto"  # auto: fp32 on CPU, bf16 on GPU
+    seed: int = 0
+    save_every: int = Field(1, ge=1)
+    eval_every: int = Field(0, ge=0)  # 0: no periodic held-out evaluation
+    keep_checkpoints: int = Field(2, ge=1)
+    rewards: RewardConfig = Field(default_factory=RewardConfig)
+
+
 class Config(Section):
     llms: dict[str, LLMConfig] = Field(default_factory=lambda: {"default": LLMConfig()})
     # role (planner, QR, AG, plan, search, ... or "default") -> name in ``llms``
@@ -106,6 +187,7 @@ class Config(Section):
     retrieval: RetrievalConfig = Field(default_factory=RetrievalConfig)
     method: MethodConfig = Field(default_factory=MethodConfig)
     eval: EvalConfig = Field(default_factory=EvalConfig)
+    train: TrainConfig = Field(default_factory=TrainConfig)
     # model name -> price; used to put money on traces
     prices: dict[str, Price] = Field(default_factory=dict)
 
