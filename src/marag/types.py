@@ -92,6 +92,8 @@ class Completion:
     logprobs: list[float] | None = None
     model: str = ""
     latency: float = 0.0
+    # which weights produced it (a trainable local policy counts its updates; None elsewhere)
+    weights_version: int | None = None
 
     def to_dict(self) -> dict[str, Any]:
         return _plain(self)
@@ -129,6 +131,11 @@ class Step:
     model: str = ""
     turn: int = 0
     reward: float | None = None
+    # how the completion was drawn: temperature, top_p, seed, and allowed_text when decoding
+    # was restricted (logprobs are then renormalised over those tokens); training recomputes
+    # logprobs under exactly these settings
+    sampling: dict[str, Any] | None = None
+    weights_version: int | None = None
 
     @property
     def is_llm(self) -> bool:
@@ -191,6 +198,7 @@ class Trace:
     method: str
     golden_answers: list[str] = field(default_factory=list)
     dataset: str = ""
+    sample: int = 0  # which of several runs of the same question (GRPO groups, best-of-n)
     nodes: list[Node] = field(default_factory=list)
     steps: list[Step] = field(default_factory=list)
     answer: str | None = None

@@ -5,6 +5,7 @@ import asyncio
 import pytest
 
 from marag.llm.base import SamplingParams
+from marag.llm.chat import render_chat
 from marag.llm.hf_local import HFBackend
 
 ROLE_A = [{"role": "system", "content": "You answer questions about documents. Be brief."},
@@ -37,7 +38,7 @@ async def test_prefix_is_the_conversation_minus_its_last_turn(tiny):
     ids = on.encode(CONVS[0])
     n = on.prefix_len(CONVS[0], ids)
     assert 16 <= n < len(ids)
-    assert ids[:n] == on.tokenizer(on._render(ROLE_A, False),
+    assert ids[:n] == on.tokenizer(render_chat(on.tokenizer, ROLE_A, False),
                                    add_special_tokens=False)["input_ids"]
     assert off.prefix_len(CONVS[0], ids) == 0  # switched off
     single = [{"role": "user", "content": "hi"}]
@@ -120,3 +121,29 @@ def test_sliding_window_models_get_no_prefix_cache(tiny):
                               layer_types=["sliding_attention", "full_attention"])
     decoder = BatchDecoder(Gemma3ForCausalLM(config), tiny[1], prefix_cache=True)
     assert not decoder.can_join and decoder.prefix_cache is None
+
+
+async def test_weights_update_drops_stale_prefix_kv(tiny):
+    import torch
+
+    model, tok = tiny
+    backend = HFBackend("tiny", model=model, tokenizer=tok, prefix_cache=True, batch_wait_ms=0)
+    params = SamplingParams(max_tokens=4)
+    before = (await backend.generate([CONVS[0]], params))[0]
+    cache = backend._decoder.prefix_cache
+    assert len(cache) == 1 and before.weights_version == 0
+    head = model.get_output_embeddings()
+    saved = head.weight.detach().clone()
+    try:
+        with torch.no_grad():
+            head.weight.add_(torch.randn_like(head.weight))
+        assert backend.weights_updated() == 1
+        assert len(cache) == 0  # stale KV is gone
+        after = (await backend.generate([CONVS[0]], params))[0]
+        assert after.weights_version == 1
+        fresh = HFBackend("tiny", model=model, tokenizer=tok, prefix_cache=False)
+        ref = (await fresh.generate([CONVS[0]], params))[0]
+        assert after.token_ids == ref.token_ids
+    finally:
+        with torch.no_grad():
+            head.weight.copy_(saved)

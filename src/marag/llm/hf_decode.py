@@ -180,6 +180,10 @@ class PrefixCache:
     def __len__(self) -> int:
         return len(self._entries)
 
+    def clear(self) -> None:
+        """Drop every entry (the model's weights changed, so the cached KV is stale)."""
+        self._entries.clear()
+
 
 class BatchDecoder:
     """Decodes rows with a shared KV cache. Not thread-safe: callers serialise ``run``."""

@@ -23,6 +23,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from marag.llm.base import LLMError, Messages, SamplingParams
+from marag.llm.chat import prompt_ids, render_chat, text_ids
 from marag.types import Completion
 
 log = logging.getLogger(__name__)
@@ -80,28 +81,16 @@ class HFBackend:
         self._worker: asyncio.Task[None] | None = None
         self._loop: asyncio.AbstractEventLoop | None = None
         self._masks: dict[tuple[str, ...], Any] = {}
-        self._warned_template = False
+        # bumped by ``weights_updated``; every Completion says which weights produced it
+        self.weights_version = 0
         self.batches_run = 0  # statistics for benchmarks and tests
         self.rows_run = 0
 
     # ------------------------------------------------------------------ prompts
 
-    def _render(self, messages: Messages, generation_prompt: bool) -> str:
-        tok = self.tokenizer
-        if getattr(tok, "chat_template", None):
-            return tok.apply_chat_template(messages, add_generation_prompt=generation_prompt,
-                                           tokenize=False)
-        if not self._warned_template:
-            log.warning("tokenizer of %s has no chat template; using a plain "
-                        "'role: content' layout", self.model)
-            self._warned_template = True
-        text = "".join(f"{m['role']}: {m['content']}\n" for m in messages)
-        return text + "assistant:" if generation_prompt else text
-
     def encode(self, messages: Messages) -> list[int]:
         """The prompt token ids for one conversation (chat template + generation prompt)."""
-        text = self._render(messages, True)
-        return list(self.tokenizer(text, add_special_tokens=False)["input_ids"])
+        return prompt_ids(self.tokenizer, messages)
 
     def prefix_len(self, messages: Messages, ids: list[int]) -> int:
         """How many leading tokens of ``ids`` are the conversation minus its last turn.
@@ -114,10 +103,10 @@ class HFBackend:
         if self._decoder.prefix_cache is None or len(messages) < 2:
             return 0
         try:
-            head = self._render(messages[:-1], False)
+            head = render_chat(self.tokenizer, messages[:-1], False)
         except Exception:  # noqa: BLE001 - templates raise their own types; no prefix then
             return 0
-        head_ids = list(self.tokenizer(head, add_special_tokens=False)["input_ids"])
+        head_ids = text_ids(self.tokenizer, head)
         n = len(head_ids)
         if n < MIN_PREFIX or n >= len(ids) or ids[:n] != head_ids:
             return 0
@@ -144,6 +133,16 @@ class HFBackend:
     def _vocab_size(self) -> int:
         emb = self.module.get_output_embeddings()
         return int(emb.weight.shape[0]) if emb is not None else int(self.module.config.vocab_size)
+
+    def weights_updated(self) -> int:
+        """Tell the backend that ``.module``'s weights changed (a training update, a loaded
+        adapter): cached prefix KV was computed with the old weights and is dropped. Call it
+        while no generation is running. Returns the new weights version."""
+        with self._lock:
+            self.weights_version += 1
+            if self._decoder.prefix_cache is not None:
+                self._decoder.prefix_cache.clear()
+        return self.weights_version
 
     # ------------------------------------------------------------------ batching
 
@@ -242,6 +241,7 @@ class HFBackend:
             logprobs=res.logprobs,
             model=self.model,
             latency=time.perf_counter() - r.enqueued,
+            weights_version=self.weights_version,
         )
         _resolve(r, result=completion)
 

@@ -26,14 +26,14 @@ METHODS: dict[str, Method] = {
 RETRIEVES = {name: name != "llm-only" for name in METHODS}
 
 
-async def run_method(name: str, question: Question, ctx: Context) -> Trace:
+async def run_method(name: str, question: Question, ctx: Context, sample: int = 0) -> Trace:
     """Run method ``name`` on ``question``. An unknown name is a ValueError (a caller bug, not a
     per-question failure); everything that goes wrong while answering is in the Trace."""
     try:
         fn = METHODS[name]
     except KeyError:
         raise ValueError(f"unknown method {name!r}; choose from {sorted(METHODS)}") from None
-    return await fn(question, ctx)
+    return await fn(question, ctx, sample)
 
 
 __all__ = ["METHODS", "RETRIEVES", "Context", "Run", "execute", "run_method"]

@@ -16,6 +16,7 @@ from __future__ import annotations
 
 import asyncio
 import copy
+import hashlib
 import logging
 import time
 from collections.abc import Awaitable, Callable, Sequence
@@ -33,7 +34,7 @@ from marag.types import Hits, Node, Question, Step, Trace
 log = logging.getLogger(__name__)
 
 Body = Callable[["Run"], Awaitable[None]]
-Method = Callable[[Question, "Context"], Awaitable[Trace]]
+Method = Callable[..., Awaitable[Trace]]  # (question, ctx, sample=0) -> Trace
 
 
 @dataclass(slots=True)
@@ -114,17 +115,20 @@ class Run:
     the branches' steps back in branch order, so a trace's steps are deterministic: each
     parallel child's steps are contiguous, in child order."""
 
-    __slots__ = ("ctx", "round", "steps", "t0", "trace")
+    __slots__ = ("_calls", "ctx", "round", "steps", "t0", "trace")
 
-    def __init__(self, ctx: Context, question: Question, method: str) -> None:
+    def __init__(self, ctx: Context, question: Question, method: str, sample: int = 0) -> None:
         self.ctx = ctx
         self.trace = Trace(
             id=question.id, question=question.question, method=method,
             golden_answers=list(question.golden_answers), dataset=question.dataset,
+            sample=sample,
         )
         self.steps = self.trace.steps
         self.round = 0
         self.t0 = time.perf_counter()
+        # calls made so far per (node, role): shared with branches (their nodes differ)
+        self._calls: dict[tuple[int, str], int] = {}
 
     # ------------------------------------------------------------------ structure
 
@@ -167,6 +171,8 @@ class Run:
         route = self.ctx.route(role_name)
         messages = route.role.build(**inputs)
         params = route.params.replace(**sampling) if sampling else route.params
+        if params.seed is not None:
+            params = params.replace(seed=self._call_seed(params.seed, role_name, node_id))
         started = time.perf_counter()
         token = current_role.set(role_name)
         try:
@@ -186,6 +192,7 @@ class Run:
             completion_tokens=c.completion_tokens, prompt_token_ids=c.prompt_token_ids,
             token_ids=c.token_ids, logprobs=c.logprobs, latency=latency,
             started=started - self.t0, backend=route.backend, model=model, turn=turn,
+            sampling=_sampling_record(params), weights_version=c.weights_version,
         )
         self.steps.append(step)
         cost = self.trace.cost
@@ -199,6 +206,15 @@ class Run:
         if not parsed.valid:
             log.debug("%s: %s output invalid: %s", self.trace.id, role_name, parsed.reason)
         return parsed, step
+
+    def _call_seed(self, base: int, role_name: str, node_id: int) -> int:
+        """A seed per call, fixed by (base seed, question id, sample, node, role, how many
+        calls this role made on this node): n samples of one question differ, a rerun with the
+        same seed repeats them, and concurrent branches cannot shift each other's seeds."""
+        key = (node_id, role_name)
+        k = self._calls.get(key, 0)
+        self._calls[key] = k + 1
+        return derive_seed(base, self.trace.id, self.trace.sample, node_id, role_name, k)
 
     async def retrieve(
         self, queries: list[str], k: int, node_id: int = 0, *, round: int | None = None,
@@ -225,6 +241,20 @@ class Run:
         return hits
 
 
+def derive_seed(*parts: object) -> int:
+    """A 63-bit seed from any printable parts (stable across processes and Python runs)."""
+    digest = hashlib.blake2b(repr(parts).encode(), digest_size=8).digest()
+    return int.from_bytes(digest, "big") >> 1
+
+
+def _sampling_record(params: SamplingParams) -> dict[str, Any]:
+    rec: dict[str, Any] = {"temperature": params.temperature, "top_p": params.top_p,
+                           "seed": params.seed}
+    if params.allowed_text:
+        rec["allowed_text"] = list(params.allowed_text)
+    return rec
+
+
 async def gather_branches(run: Run, jobs: Sequence[Callable[[Run], Awaitable[Any]]]) -> list[Any]:
     """Run ``jobs`` concurrently, each on its own branch of ``run``; merge their steps in job
     order, then re-raise the first failure (after every job has finished, so no step is lost)."""
@@ -241,10 +271,12 @@ async def gather_branches(run: Run, jobs: Sequence[Callable[[Run], Awaitable[Any
 # ---------------------------------------------------------------------- per-question driver
 
 
-async def execute(name: str, body: Body, question: Question, ctx: Context) -> Trace:
-    """Run ``body`` for one question. Never raises for a per-question failure: the Trace comes
-    back with ``status="failed"``, the error, and the steps recorded until then."""
-    run = Run(ctx, question, name)
+async def execute(name: str, body: Body, question: Question, ctx: Context,
+                  sample: int = 0) -> Trace:
+    """Run ``body`` for one question (``sample`` numbers repeated runs of it). Never raises for
+    a per-question failure: the Trace comes back with ``status="failed"``, the error, and the
+    steps recorded until then."""
+    run = Run(ctx, question, name, sample)
     trace = run.trace
     try:
         await body(run)
@@ -271,8 +303,8 @@ def score_answer(prediction: str, golden: list[str]) -> dict[str, float]:
 def method(name: str, body: Body) -> Method:
     """Wrap a body into the public ``async run(question, ctx) -> Trace`` form."""
 
-    async def run(question: Question, ctx: Context) -> Trace:
-        return await execute(name, body, question, ctx)
+    async def run(question: Question, ctx: Context, sample: int = 0) -> Trace:
+        return await execute(name, body, question, ctx, sample)
 
     run.__name__ = run.__qualname__ = f"run_{name.replace('-', '_')}"
     run.__doc__ = body.__doc__

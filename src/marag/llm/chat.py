@@ -1,0 +1,39 @@
+"""How a chat conversation becomes prompt tokens for a local model.
+
+One definition shared by the ``hf`` backend (rollouts, inference) and the trainer (SFT
+targets, recomputed logprobs), so prompt tokens cannot drift between sampling and update.
+"""
+
+from __future__ import annotations
+
+import logging
+from typing import Any
+
+log = logging.getLogger(__name__)
+
+Messages = list[dict[str, str]]
+_warned: set[int] = set()
+
+
+def render_chat(tokenizer: Any, messages: Messages, generation_prompt: bool = True) -> str:
+    """The conversation as text: the tokenizer's chat template, or a plain ``role: content``
+    layout (ending in ``assistant:``) for a tokenizer without one."""
+    if getattr(tokenizer, "chat_template", None):
+        return tokenizer.apply_chat_template(messages, add_generation_prompt=generation_prompt,
+                                             tokenize=False)
+    if id(tokenizer) not in _warned:
+        log.warning("tokenizer %s has no chat template; using a plain 'role: content' layout",
+                    getattr(tokenizer, "name_or_path", "?"))
+        _warned.add(id(tokenizer))
+    text = "".join(f"{m['role']}: {m['content']}\n" for m in messages)
+    return text + "assistant:" if generation_prompt else text
+
+
+def text_ids(tokenizer: Any, text: str) -> list[int]:
+    """Token ids of already-rendered text (the template supplies special tokens itself)."""
+    return list(tokenizer(text, add_special_tokens=False)["input_ids"])
+
+
+def prompt_ids(tokenizer: Any, messages: Messages) -> list[int]:
+    """The prompt token ids for one conversation (chat template + generation prompt)."""
+    return text_ids(tokenizer, render_chat(tokenizer, messages, True))
