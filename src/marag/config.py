@@ -11,7 +11,7 @@ from pathlib import Path
 from typing import Any, Literal
 
 import yaml
-from pydantic import BaseModel, ConfigDict, Field, ValidationError
+from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator
 
 
 class ConfigError(ValueError):
@@ -47,8 +47,16 @@ class LLMConfig(Section):
     dtype: Literal["auto", "float32", "bfloat16", "float16"] = "float32"
     bf16_autocast: bool = False
     cache_dir: str | None = None
+    # hf backend: LoRA adapters (``marag train``/``sft`` output folders), merged into the
+    # weights in order at load time
+    adapter: list[str] = Field(default_factory=list)
     n_threads: int | None = None
     n_ctx: int = Field(4096, ge=128)
+
+    @field_validator("adapter", mode="before")
+    @classmethod
+    def _one_or_many(cls, v: object) -> object:
+        return [v] if isinstance(v, str) else v
 
 
 class SamplingConfig(Section):
@@ -150,6 +158,8 @@ class TrainConfig(Section):
     samples_per_question: int = Field(1, ge=1)
     temperature: float = Field(1.0, gt=0)
     top_p: float = Field(1.0, gt=0, le=1)
+    concurrency: int = Field(8, ge=1)  # questions in flight during a rollout (per process)
+    save_rollouts: bool = True  # each iteration's traces to rollouts/iter-N.jsonl
     estimator: Literal["gae", "per-step", "grpo"] = "gae"
     gamma: float = Field(1.0, ge=0, le=1)
     lam: float = Field(0.95, ge=0, le=1)

@@ -37,3 +37,21 @@ def text_ids(tokenizer: Any, text: str) -> list[int]:
 def prompt_ids(tokenizer: Any, messages: Messages) -> list[int]:
     """The prompt token ids for one conversation (chat template + generation prompt)."""
     return text_ids(tokenizer, render_chat(tokenizer, messages, True))
+
+
+def eos_ids(model: Any, tokenizer: Any) -> set[int]:
+    """Every token that ends a completion: the generation config's and the tokenizer's EOS."""
+    eos: set[int] = set()
+    gen_eos = getattr(getattr(model, "generation_config", None), "eos_token_id", None)
+    for e in gen_eos if isinstance(gen_eos, list) else [gen_eos]:
+        if e is not None:
+            eos.add(int(e))
+    if tokenizer.eos_token_id is not None:
+        eos.add(int(tokenizer.eos_token_id))
+    return eos
+
+
+def allowed_token_ids(tokenizer: Any, texts: tuple[str, ...], eos: set[int]) -> list[int]:
+    """The tokens a decoder restricted to ``texts`` may pick: theirs, plus EOS to stop."""
+    ids = {t for text in texts for t in text_ids(tokenizer, text)}
+    return sorted(ids | eos)

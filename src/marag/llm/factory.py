@@ -19,8 +19,8 @@ log = logging.getLogger(__name__)
 
 OPENAI_DEFAULT_URL = "https://api.openai.com/v1"
 
-# (model, device, dtype, cache_dir) -> the backend already built for it
-_Shared = dict[tuple[str, str, str, str | None], Any]
+# (model, device, dtype, cache_dir, adapters) -> the backend already built for it
+_Shared = dict[tuple[str, str, str, str | None, tuple[str, ...]], Any]
 
 
 def _set_threads(n_threads: int | None) -> None:
@@ -37,7 +37,7 @@ def make_llm(cfg: LLMConfig, *, shared: _Shared | None = None) -> LLM:
         from marag.llm.hf_local import HFBackend
 
         _set_threads(cfg.n_threads)
-        key = (cfg.model, cfg.device, cfg.dtype, cfg.cache_dir)
+        key = (cfg.model, cfg.device, cfg.dtype, cfg.cache_dir, tuple(cfg.adapter))
         if shared is not None and key in shared:
             backend = shared[key]
             if (backend.max_batch_size, backend.batch_wait) != (
@@ -47,7 +47,8 @@ def make_llm(cfg: LLMConfig, *, shared: _Shared | None = None) -> LLM:
             return backend
         backend = HFBackend(cfg.model, device=cfg.device, dtype=cfg.dtype,
                             max_batch_size=cfg.max_batch_size, batch_wait_ms=cfg.batch_wait_ms,
-                            bf16_autocast=cfg.bf16_autocast, cache_dir=cfg.cache_dir)
+                            bf16_autocast=cfg.bf16_autocast, cache_dir=cfg.cache_dir,
+                            adapters=cfg.adapter)
         if shared is not None:
             shared[key] = backend
         return backend

@@ -30,6 +30,7 @@ from typing import Any
 import torch
 
 from marag.llm.base import SamplingParams
+from marag.llm.chat import eos_ids
 from marag.llm.cpu_linear import use_fast_linears
 
 
@@ -193,13 +194,7 @@ class BatchDecoder:
         self.model = model
         self.tokenizer = tokenizer
         self.bf16_autocast = bf16_autocast
-        eos: set[int] = set()
-        gen_eos = getattr(getattr(model, "generation_config", None), "eos_token_id", None)
-        for e in gen_eos if isinstance(gen_eos, list) else [gen_eos]:
-            if e is not None:
-                eos.add(int(e))
-        if tokenizer.eos_token_id is not None:
-            eos.add(int(tokenizer.eos_token_id))
+        eos = eos_ids(model, tokenizer)
         self.eos_ids = eos
         pad = tokenizer.pad_token_id
         self.pad_id = int(pad if pad is not None else min(eos) if eos else 0)

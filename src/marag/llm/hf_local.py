@@ -23,7 +23,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from marag.llm.base import LLMError, Messages, SamplingParams
-from marag.llm.chat import prompt_ids, render_chat, text_ids
+from marag.llm.chat import allowed_token_ids, prompt_ids, render_chat, text_ids
 from marag.types import Completion
 
 log = logging.getLogger(__name__)
@@ -49,7 +49,7 @@ class HFBackend:
                  max_batch_size: int = 16, batch_wait_ms: float = 5.0,
                  bf16_autocast: bool = False, model: Any = None, tokenizer: Any = None,
                  cache_dir: str | None = None, prefix_cache: bool = True,
-                 prefix_entries: int = 16) -> None:
+                 prefix_entries: int = 16, adapters: list[str] | tuple[str, ...] = ()) -> None:
         from marag.llm.hf_decode import BatchDecoder
 
         if (model is None) != (tokenizer is None):
@@ -61,6 +61,8 @@ class HFBackend:
                                              cache_dir=cache_dir)
         if max_batch_size < 1:
             raise LLMError(f"max_batch_size must be >= 1, got {max_batch_size}")
+        for adapter in adapters:
+            model = merge_adapter(model, adapter)
         self.model = model_or_path
         self.module = model
         self.tokenizer = tokenizer
@@ -121,12 +123,9 @@ class HFBackend:
 
             vocab = self._vocab_size()
             mask = torch.zeros(vocab, dtype=torch.bool, device=self.module.device)
-            for text in allowed:
-                for t in self.tokenizer(text, add_special_tokens=False)["input_ids"]:
-                    mask[t] = True
-            for e in self._decoder.eos_ids:
-                if e < vocab:
-                    mask[e] = True
+            ids = [t for t in allowed_token_ids(self.tokenizer, allowed, self._decoder.eos_ids)
+                   if t < vocab]
+            mask[ids] = True
             self._masks[allowed] = mask
         return mask
 
@@ -260,6 +259,24 @@ class HFBackend:
         for r in left:
             if not r.future.done():
                 r.future.set_exception(LLMError("hf backend closed"))
+
+
+def merge_adapter(model: Any, adapter: str) -> Any:
+    """``model`` with the LoRA adapter in folder ``adapter`` merged into its weights (so
+    decoding costs what the plain model costs)."""
+    from pathlib import Path
+
+    if not (Path(adapter) / "adapter_config.json").is_file():
+        raise LLMError(f"adapter {adapter}: no adapter_config.json there (expected the "
+                       "'policy' folder that marag train/sft writes)")
+    try:
+        from peft import PeftModel
+    except ImportError as e:
+        raise LLMError("loading an adapter needs peft: pip install 'marag[train]'") from e
+    merged = PeftModel.from_pretrained(model, adapter).merge_and_unload()
+    merged.eval()
+    log.info("merged adapter %s", adapter)
+    return merged
 
 
 def _resolve(r: _Request, *, result: Completion | None = None,

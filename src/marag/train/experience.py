@@ -1,0 +1,123 @@
+"""Traces -> transitions: the unified experience buffer of JADE and MMOA-RAG.
+
+Every LLM step of a trainable role becomes one :class:`Transition` (its prompt and response
+token ids, how it was sampled, its reward); the steps of all roles of all traces of an
+iteration sit in one buffer and are shuffled into mixed mini-batches. Steps of frozen roles
+never enter it. ``batch`` pads a group of transitions for :class:`~marag.train.policy.PolicyValue`.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable, Sequence
+from dataclasses import dataclass, field
+
+import torch
+
+from marag.types import Trace
+
+
+class ExperienceError(ValueError):
+    """A trace cannot be trained on (e.g. a trainable step without token ids)."""
+
+
+@dataclass
+class Transition:
+    trace: int  # index of the trace in the iteration's rollout
+    group: int  # index of the question (the samples of one question share it)
+    order: int  # position among the trace's trainable steps
+    role: str
+    prompt_ids: list[int]
+    response_ids: list[int]
+    rollout_logprobs: list[float]
+    temperature: float
+    allowed_text: tuple[str, ...] = ()
+    reward: float = 0.0  # the step's scalar reward, received after its last token
+    # filled by the trainer (one float per response token)
+    old_logprobs: torch.Tensor | None = None
+    ref_logprobs: torch.Tensor | None = None
+    values: torch.Tensor | None = None
+    advantages: torch.Tensor | None = None
+    returns: torch.Tensor | None = None
+    extra: dict[str, float] = field(default_factory=dict)
+
+
+def collect(traces: Sequence[Trace], rewards: Sequence[Sequence[float | None]],
+            roles: Iterable[str]) -> list[Transition]:
+    """The transitions of ``roles``' steps in ``traces`` (``rewards[i]`` aligned with
+    ``traces[i].steps``). Questions are grouped by ``Trace.id``."""
+    train_roles = set(roles)
+    groups: dict[str, int] = {}
+    out: list[Transition] = []
+    for ti, (trace, step_rewards) in enumerate(zip(traces, rewards, strict=True)):
+        if len(step_rewards) != len(trace.steps):
+            raise ExperienceError(f"trace {trace.id}: {len(step_rewards)} rewards for "
+                                  f"{len(trace.steps)} steps")
+        group = groups.setdefault(trace.id, len(groups))
+        order = 0
+        for step, reward in zip(trace.steps, step_rewards):
+            if not step.is_llm or step.role not in train_roles:
+                continue
+            if not step.token_ids or step.prompt_token_ids is None or step.logprobs is None:
+                raise ExperienceError(
+                    f"trace {trace.id}: step {step.role} has no token ids/logprobs; trainable "
+                    f"roles must run on the local hf policy with logprobs on (backend "
+                    f"{step.backend!r})")
+            sampling = step.sampling or {}
+            temp = float(sampling.get("temperature", 0.0) or 0.0)
+            out.append(Transition(
+                trace=ti, group=group, order=order, role=step.role,
+                prompt_ids=list(step.prompt_token_ids), response_ids=list(step.token_ids),
+                rollout_logprobs=list(step.logprobs),
+                # the decoder's logprobs are under the sampling temperature (1 when greedy)
+                temperature=temp if temp > 0 else 1.0,
+                allowed_text=tuple(sampling.get("allowed_text") or ()),
+                reward=float(reward or 0.0),
+            ))
+            order += 1
+    return out
+
+
+def by_trace(transitions: Sequence[Transition]) -> list[list[Transition]]:
+    """Transitions grouped per trace, each group in step order."""
+    groups: dict[int, list[Transition]] = {}
+    for t in transitions:
+        groups.setdefault(t.trace, []).append(t)
+    return [sorted(g, key=lambda t: t.order) for _, g in sorted(groups.items())]
+
+
+@dataclass
+class Batch:
+    input_ids: torch.Tensor  # [B, L] left-padded prompt + response
+    attention_mask: torch.Tensor  # [B, L]
+    response_ids: torch.Tensor  # [B, T] right-aligned
+    mask: torch.Tensor  # [B, T] float, 1 on response tokens
+    temperature: torch.Tensor  # [B]
+    keep: int  # T: positions whose logits are needed
+
+
+def batch(items: Sequence[Transition], pad_id: int, device: torch.device | str = "cpu") -> Batch:
+    width = max(len(t.prompt_ids) + len(t.response_ids) for t in items)
+    keep = max(len(t.response_ids) for t in items)
+    ids = torch.full((len(items), width), pad_id, dtype=torch.long)
+    attn = torch.zeros((len(items), width), dtype=torch.long)
+    resp = torch.full((len(items), keep), pad_id, dtype=torch.long)
+    mask = torch.zeros((len(items), keep))
+    for i, t in enumerate(items):
+        seq = t.prompt_ids + t.response_ids
+        ids[i, width - len(seq):] = torch.tensor(seq)
+        attn[i, width - len(seq):] = 1
+        n = len(t.response_ids)
+        resp[i, keep - n:] = torch.tensor(t.response_ids)
+        mask[i, keep - n:] = 1.0
+    temps = torch.tensor([t.temperature for t in items], dtype=torch.float32)
+    return Batch(ids.to(device), attn.to(device), resp.to(device), mask.to(device),
+                 temps.to(device), keep)
+
+
+def right_aligned(rows: Sequence[torch.Tensor], width: int) -> torch.Tensor:
+    """Per-transition 1-D tensors placed right-aligned in a zero ``[len(rows), width]``."""
+    out = torch.zeros((len(rows), width))
+    for i, r in enumerate(rows):
+        if r.numel():
+            out[i, width - r.numel():] = r
+    return out

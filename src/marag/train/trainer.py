@@ -1,0 +1,523 @@
+"""``marag train``: the phase-named loop of JADE's Algorithm 2 (and MMOA-RAG's, M-ASK's,
+MAO-ARAG's, which differ only in rewards and trained roles).
+
+Each iteration: **rollout** (the method runs on a batch of training questions with the
+policy sampling, through the batched hf backend) -> **score** (per-step rewards of the
+method's paper) -> **experience** (the trainable roles' steps, one buffer) -> **logprobs**
+(old and reference logprobs and values, no grad) -> **advantages** -> **update** (clipped
+PPO on shuffled mixed mini-batches) -> **sync** (the rollout backend drops stale caches) ->
+**checkpoint** -> **evaluate** (every ``eval_every`` iterations, on the held-out split).
+
+Everything random is a function of ``(train.seed, iteration)``, so an iteration run after a
+resume is the iteration that would have run without the interruption. Data parallelism
+goes through ``accelerate`` (one process per device; each process rolls out its share of
+the questions; gradients are averaged by DDP).
+"""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+import math
+import time
+from collections import Counter
+from collections.abc import Iterator, Sequence
+from contextlib import contextmanager
+from pathlib import Path
+from typing import Any
+
+import torch
+
+from marag.config import Config, ConfigError
+from marag.train import advantages as adv_mod
+from marag.train import checkpoint as ckpt
+from marag.train import core
+from marag.train.experience import Transition, batch, collect
+from marag.train.logbook import Logbook
+from marag.train.policy import (
+    PolicyValue,
+    attach_lora,
+    hidden_size,
+    load_value_head,
+    token_stats,
+    trainable_parameters,
+)
+from marag.train.rewards import step_rewards
+from marag.types import Question, Trace, write_jsonl
+from marag.workflows import Context, run_method
+from marag.workflows.engine import derive_seed
+
+log = logging.getLogger(__name__)
+
+# The roles each method trains by default (train.roles empty): the papers' choices.
+DEFAULT_ROLES: dict[str, tuple[str, ...]] = {
+    "jade": ("planner", "QR", "QDS", "QDP", "DS", "AG", "AS"),
+    "mao-arag": ("planner",),
+    "mmoa-rag": ("mmoa.QR", "DS", "AG"),
+    "m-ask": ("mask.plan", "mask.search", "mask.summary", "mask.update", "mask.answer"),
+    "vanilla": ("AG",),
+    "llm-only": ("AG",),
+}
+
+
+class TrainError(RuntimeError):
+    """The trainer cannot run with this setup (the message says what to change)."""
+
+
+def trained_roles(config: Config) -> list[str]:
+    from marag.roles import ROLES
+
+    roles = list(config.train.roles) or list(DEFAULT_ROLES[config.method.name])
+    unknown = [r for r in roles if r not in ROLES]
+    if unknown:
+        raise ConfigError(f"train.roles: unknown role(s) {unknown}; known: {sorted(ROLES)}")
+    return roles
+
+
+class Trainer:
+    def __init__(self, config: Config, out: str | Path, *, questions: Sequence[Question],
+                 eval_questions: Sequence[Question] = (), context: Context | None = None,
+                 accelerator: Any = None, tensorboard: bool = True) -> None:
+        from accelerate import Accelerator
+
+        self.config = config
+        self.cfg = config.train
+        self.out = Path(out)
+        self.acc = accelerator or Accelerator(cpu=not torch.cuda.is_available())
+        self.roles = trained_roles(config)
+        if not questions:
+            raise TrainError("no training questions")
+        self.questions = list(questions)
+        self.eval_questions = list(eval_questions)
+        if config.method.name == "m-ask" and not self.cfg.rewards.final_only:
+            # the turn-level reward scores the answer of every turn (M-ASK S3.3)
+            config.method.answer_every_turn = True
+        from marag.api import build_context
+
+        self.ctx = context or build_context(config)
+        self.backend = self._policy_backend()
+        self.tokenizer = self.backend.tokenizer
+        self._build_policy()
+        self.kl = core.AdaptiveKL(self.cfg.kl_coef, self.cfg.kl_target, self.cfg.kl_horizon)
+        self.start = 0  # iterations already done
+        self.logbook: Logbook | None = None
+        if self.acc.is_main_process:
+            self.out.mkdir(parents=True, exist_ok=True)
+            self.logbook = Logbook(self.out, tensorboard=tensorboard)
+        self._resume()
+
+    # ------------------------------------------------------------------ set-up
+
+    def _policy_backend(self) -> Any:
+        from marag.llm.hf_local import HFBackend
+
+        backends = {self.config.backend_for(r) for r in self.roles}
+        if len(backends) != 1:
+            raise TrainError(f"trained roles {self.roles} run on several LLMs {sorted(backends)}; "
+                             "they must share one backbone (one llms entry)")
+        name = backends.pop()
+        backend = self.ctx.llms[name]
+        if not isinstance(backend, HFBackend):
+            raise TrainError(f"trained roles run on llms.{name} ({backend.name}); training "
+                             "needs the local 'hf' backend (frozen roles may use any backend)")
+        return backend
+
+    def _build_policy(self) -> None:
+        model = self.backend.module
+        if self.cfg.lora.enabled:
+            # adapters named in llms.*.adapter (an SFT warm start) are already merged into
+            # the backend's weights: they are the reference, and a new adapter trains on top
+            backbone = attach_lora(model, self.cfg.lora)
+            self.reference = None  # the reference is the backbone with the adapter off
+        else:
+            import copy
+
+            self.reference = copy.deepcopy(model).eval()
+            for p in self.reference.parameters():
+                p.requires_grad_(False)
+            for p in model.parameters():
+                p.requires_grad_(True)
+            backbone = model
+        self.policy = PolicyValue(backbone, hidden_size(model)).to(model.device)
+        adapters = self.config.llms[self.config.backend_for(self.roles[0])].adapter
+        if adapters:  # a critic trained with the last adapter starts from its value head
+            load_value_head(self.policy, adapters[-1])
+        params = [p for p in trainable_parameters(self.policy.backbone)]
+        groups = [{"params": params, "lr": self.cfg.lr},
+                  {"params": list(self.policy.value_head.parameters()),
+                   "lr": self.cfg.critic_lr}]
+        optimizer = torch.optim.AdamW(groups, weight_decay=self.cfg.weight_decay)
+        warm = self.cfg.warmup_iterations
+        scheduler = torch.optim.lr_scheduler.LambdaLR(
+            optimizer, lambda it: min(1.0, (it + 1) / warm) if warm else 1.0)
+        self.module, self.optimizer = self.acc.prepare(self.policy, optimizer)
+        self.scheduler = scheduler
+        self.pad_id = self.backend._decoder.pad_id
+        self.eos = sorted(self.backend._decoder.eos_ids)
+        self._masks: dict[tuple[str, ...], torch.Tensor] = {}
+        n_train = sum(p.numel() for p in params)
+        log.info("policy: %s, %d trainable parameters (+ value head)",
+                 "LoRA" if self.cfg.lora.enabled else "full fine-tuning", n_train)
+
+    def _resume(self) -> None:
+        path = ckpt.latest(self.out / "checkpoints")
+        if path is None:
+            return
+        state = ckpt.load(path, self.policy, self.optimizer, self.scheduler)
+        self.start = int(state["iteration"])
+        self.kl.coef = float(state.get("kl_coef", self.kl.coef))
+        if self.logbook is not None:
+            self.logbook.truncate(self.start)
+        self.backend.weights_updated()
+        log.info("resumed from %s (iteration %d done)", path, self.start)
+
+    # ------------------------------------------------------------------ data
+
+    def batch_questions(self, iteration: int) -> list[Question]:
+        """This process's share of iteration ``iteration``'s questions (0-based). The order
+        is a seeded shuffle per pass over the data, so it depends only on the seed."""
+        n = len(self.questions)
+        per = self.cfg.questions_per_iteration
+        picked = []
+        for k in range(iteration * per, (iteration + 1) * per):
+            epoch, i = divmod(k, n)
+            picked.append(self.questions[self._order(epoch)[i]])
+        return picked[self.acc.process_index::self.acc.num_processes]
+
+    def _order(self, epoch: int) -> list[int]:
+        cache = getattr(self, "_orders", {})
+        if epoch not in cache:
+            g = torch.Generator().manual_seed(derive_seed(self.cfg.seed, "order", epoch))
+            cache[epoch] = torch.randperm(len(self.questions), generator=g).tolist()
+            self._orders = cache
+        return cache[epoch]
+
+    # ------------------------------------------------------------------ phases
+
+    def rollout(self, iteration: int) -> list[Trace]:
+        cfg = self.config.model_copy(deep=True)
+        cfg.sampling.temperature = self.cfg.temperature
+        cfg.sampling.top_p = self.cfg.top_p
+        cfg.sampling.seed = derive_seed(self.cfg.seed, "rollout", iteration)
+        ctx = Context(llms=self.ctx.llms, config=cfg, retriever=self.ctx.retriever,
+                      logprobs=True)
+        jobs = [(q, s) for q in self.batch_questions(iteration)
+                for s in range(self.cfg.samples_per_question)]
+        name = cfg.method.name
+        limit = asyncio.Semaphore(self.cfg.concurrency)
+
+        async def one(q: Question, s: int) -> Trace:
+            async with limit:
+                return await run_method(name, q, ctx, s)
+
+        async def go() -> list[Trace]:
+            return list(await asyncio.gather(*(one(q, s) for q, s in jobs)))
+
+        self.module.eval()
+        return asyncio.run(go())
+
+    def _allowed(self, t: Transition) -> torch.Tensor | None:
+        if not t.allowed_text:
+            return None
+        mask = self._masks.get(t.allowed_text)
+        if mask is None:
+            from marag.llm.chat import allowed_token_ids
+
+            vocab = self.policy.causal_lm().get_output_embeddings().weight.shape[0]
+            mask = torch.zeros(vocab, dtype=torch.bool, device=self.acc.device)
+            ids = [i for i in allowed_token_ids(self.tokenizer, t.allowed_text, set(self.eos))
+                   if i < vocab]
+            mask[ids] = True
+            self._masks[t.allowed_text] = mask
+        return mask
+
+    def _micro(self, items: Sequence[Transition]) -> Iterator[list[Transition]]:
+        step = self.cfg.micro_batch_size
+        for i in range(0, len(items), step):
+            yield list(items[i:i + step])
+
+    @torch.no_grad()
+    def score_old(self, transitions: list[Transition]) -> None:
+        """Old logprobs and values with the current weights; reference logprobs with the
+        adapter off (LoRA) or from the frozen copy (full fine-tuning)."""
+        self.module.eval()
+        for items in self._micro(transitions):
+            b = batch(items, self.pad_id, self.acc.device)
+            allowed = [self._allowed(t) for t in items]
+            logp, _, values = token_stats(self.policy, b, allowed)
+            with self._reference() as ref_module:
+                ref_logp, _, _ = token_stats(ref_module, b, allowed)
+            for i, t in enumerate(items):
+                n = len(t.response_ids)
+                t.old_logprobs = logp[i, -n:].float().cpu()
+                t.values = values[i, -n:].float().cpu()
+                t.ref_logprobs = ref_logp[i, -n:].float().cpu()
+
+    @contextmanager
+    def _reference(self) -> Iterator[torch.nn.Module]:
+        if self.reference is None:
+            with self.policy.backbone.disable_adapter():
+                yield self.policy
+        else:
+            ref = PolicyValue(self.reference, hidden_size(self.reference))
+            ref.value_head = self.policy.value_head
+            yield ref
+
+    def update(self, transitions: list[Transition], iteration: int) -> dict[str, float]:
+        """PPO epochs over shuffled mixed mini-batches; returns mean statistics."""
+        acc = self.acc
+        world, rank = acc.num_processes, acc.process_index
+        counts = self._all_counts(len(transitions))
+        mb_local = max(1, math.ceil(self.cfg.minibatch_size / world))
+        n_mb = max(1, math.ceil(max(counts) / mb_local)) if max(counts) else 0
+        stats: Counter[str] = Counter()
+        n_stat = 0
+        self.module.train()
+        for epoch in range(self.cfg.ppo_epochs):
+            g = torch.Generator().manual_seed(derive_seed(self.cfg.seed, "shuffle", iteration,
+                                                          epoch, rank))
+            order = [transitions[i] for i in torch.randperm(len(transitions), generator=g)]
+            for m in range(n_mb):
+                items = order[m * mb_local:(m + 1) * mb_local]
+                local_tokens = sum(len(t.response_ids) for t in items)
+                total_tokens = self._all_sum(float(local_tokens))
+                sizes = [max(0, min(mb_local, c - m * mb_local)) for c in counts]
+                n_micro = max(math.ceil(s / self.cfg.micro_batch_size) for s in sizes)
+                micro = list(self._micro(items))
+                for j in range(n_micro):
+                    real = j < len(micro)
+                    chunk = micro[j] if real else [self._dummy()]
+                    with acc.no_sync(self.module) if j < n_micro - 1 else _null():
+                        loss, s = self._loss(chunk, total_tokens * 1.0, world, real)
+                        acc.backward(loss)
+                    if real:
+                        for k, v in s.items():
+                            stats[k] += v * len(chunk)
+                        n_stat += len(chunk)
+                if acc.sync_gradients:
+                    norm = acc.clip_grad_norm_(self.module.parameters(), self.cfg.max_grad_norm)
+                    stats["grad_norm"] += float(norm) * max(1, len(items))
+                self.optimizer.step()
+                self.optimizer.zero_grad(set_to_none=True)
+        self.scheduler.step()
+        return {k: v / max(1, n_stat) for k, v in stats.items()}
+
+    def _loss(self, items: list[Transition], total_tokens: float, world: int, real: bool
+              ) -> tuple[torch.Tensor, dict[str, float]]:
+        cfg = self.cfg
+        b = batch(items, self.pad_id, self.acc.device)
+        allowed = [self._allowed(t) for t in items]
+        want_entropy = cfg.entropy_coef > 0 or real
+        logp, ent, values = token_stats(self.module, b, allowed, entropy=want_entropy)
+        width = b.keep
+
+        def cols(name: str) -> torch.Tensor:
+            from marag.train.experience import right_aligned
+
+            return right_aligned([getattr(t, name) for t in items], width).to(logp.device)
+
+        mask = b.mask if real else torch.zeros_like(b.mask)
+        # DDP averages gradients over processes: scale the global token mean back up
+        denom = max(total_tokens, 1.0) / world
+        pg, pstats = core.policy_loss(logp, cols("old_logprobs"), cols("advantages"), mask,
+                                      cfg.clip, denom)
+        loss = pg
+        out = {"pg_loss": float(pg.detach()) * world, **{k: float(v) for k, v in pstats.items()}}
+        if cfg.estimator != "grpo" and cfg.vf_coef > 0:
+            vf, vstats = core.value_loss(values, cols("values"), cols("returns"), mask,
+                                         cfg.value_clip, denom)
+            loss = loss + cfg.vf_coef * vf
+            out["vf_loss"] = float(vf.detach()) * world
+            out.update({k: float(v) for k, v in vstats.items()})
+        else:
+            loss = loss + 0.0 * values.sum()  # keep the value head in the graph (DDP)
+        if ent is not None:
+            ent_mean = core.masked_mean(ent, mask, denom)
+            if cfg.entropy_coef > 0:
+                loss = loss - cfg.entropy_coef * ent_mean
+            out["entropy"] = float(core.masked_mean(ent.detach(), b.mask))
+        kl3 = core.kl_k3(logp, cols("ref_logprobs"))
+        if cfg.kl_mode == "loss" and self.kl.coef > 0:
+            loss = loss + self.kl.coef * core.masked_mean(kl3, mask, denom)
+        out["kl_k3"] = float(core.masked_mean(kl3.detach(), b.mask))
+        return loss, out
+
+    def _dummy(self) -> Transition:
+        """A one-token transition that contributes zero loss: it lets a process with fewer
+        transitions take part in every collective backward of its peers."""
+        t = Transition(trace=-1, group=-1, order=0, role="", prompt_ids=[self.pad_id],
+                       response_ids=[self.eos[0] if self.eos else self.pad_id],
+                       rollout_logprobs=[0.0], temperature=1.0)
+        z = torch.zeros(1)
+        t.old_logprobs, t.ref_logprobs, t.values, t.advantages, t.returns = z, z, z, z, z
+        return t
+
+    def _all_counts(self, n: int) -> list[int]:
+        t = torch.tensor([n], device=self.acc.device)
+        return [int(x) for x in self.acc.gather(t).tolist()]
+
+    def _all_sum(self, x: float) -> float:
+        t = torch.tensor([x], dtype=torch.float64, device=self.acc.device)
+        return float(self.acc.reduce(t, reduction="sum").item())
+
+    # ------------------------------------------------------------------ loop
+
+    def iteration(self, it: int) -> dict[str, Any]:
+        """Run iteration ``it`` (0-based) and return its metrics row."""
+        times: dict[str, float] = {}
+        t0 = time.perf_counter()
+        traces = self.rollout(it)
+        times["rollout"] = time.perf_counter() - t0
+
+        t0 = time.perf_counter()
+        rewards = [step_rewards(t, self.cfg.rewards) for t in traces]
+        for trace, rs in zip(traces, rewards):
+            for step, r in zip(trace.steps, rs):
+                step.reward = r
+        transitions = collect(traces, rewards, self.roles)
+        times["score"] = time.perf_counter() - t0
+
+        t0 = time.perf_counter()
+        self.score_old(transitions)
+        times["logprobs"] = time.perf_counter() - t0
+
+        t0 = time.perf_counter()
+        kl_in_reward = self.cfg.kl_mode == "reward"
+        adv_mod.compute(transitions, self.cfg.estimator, gamma=self.cfg.gamma,
+                        lam=self.cfg.lam, kl_coef=self.kl.coef, kl_in_reward=kl_in_reward)
+        if self.cfg.whiten_advantages and self.cfg.estimator != "grpo":
+            s, sq, n = adv_mod.whiten_stats(transitions)
+            adv_mod.apply_whitening(transitions, self._all_sum(s), self._all_sum(sq),
+                                    self._all_sum(n))
+        times["advantages"] = time.perf_counter() - t0
+
+        t0 = time.perf_counter()
+        stats = self.update(transitions, it)
+        times["update"] = time.perf_counter() - t0
+
+        t0 = time.perf_counter()
+        self.backend.weights_updated()
+        times["sync"] = time.perf_counter() - t0
+
+        kl_now = self._kl_now(transitions)
+        self.kl.update(kl_now, self.cfg.questions_per_iteration)
+        row = self._row(it, traces, transitions, stats, times, kl_now)
+        if self.acc.is_main_process:
+            self._save_rollouts(it, traces)
+        return row
+
+    def _kl_now(self, transitions: Sequence[Transition]) -> float:
+        s = sum(float((t.old_logprobs - t.ref_logprobs).sum()) for t in transitions
+                if t.old_logprobs is not None and t.ref_logprobs is not None)
+        n = sum(len(t.response_ids) for t in transitions)
+        total, count = self._all_sum(s), self._all_sum(float(n))
+        return total / count if count else 0.0
+
+    def _row(self, it: int, traces: list[Trace], transitions: list[Transition],
+             stats: dict[str, float], times: dict[str, float], kl: float) -> dict[str, Any]:
+        from accelerate.utils import gather_object
+
+        from marag.eval.summary import role_validity, workflow_type
+
+        local = [{"f1": t.metrics.get("f1", 0.0), "em": t.metrics.get("em", 0.0),
+                  "reward": sum(s.reward or 0.0 for s in t.steps),
+                  "workflow": workflow_type(t), "failed": t.status == "failed",
+                  "prompt_tokens": t.cost.prompt_tokens,
+                  "completion_tokens": t.cost.completion_tokens,
+                  "validity": role_validity([t])} for t in traces]
+        everyone = gather_object(local) if self.acc.num_processes > 1 else local
+        n = max(1, len(everyone))
+        row: dict[str, Any] = {"iteration": it + 1, "traces": len(everyone),
+                               "transitions": int(self._all_sum(float(len(transitions))))}
+        for key in ("reward", "f1", "em", "prompt_tokens", "completion_tokens"):
+            row[key] = sum(float(e[key]) for e in everyone) / n
+        row["failed"] = sum(1 for e in everyone if e["failed"])
+        valid: Counter[str] = Counter()
+        total: Counter[str] = Counter()
+        for e in everyone:
+            for role, v in e["validity"].items():
+                valid[role] += v["valid"]
+                total[role] += v["total"]
+        for role in sorted(total):
+            if role != "R":
+                row[f"valid.{role}"] = valid[role] / total[role]
+        for wf, c in Counter(e["workflow"] for e in everyone).items():
+            row[f"workflow.{wf}"] = c / n
+        row["kl"] = kl
+        row["kl_coef"] = self.kl.coef
+        row["lr"] = self.scheduler.get_last_lr()[0]
+        row.update({k: round(v, 6) for k, v in stats.items()})
+        row.update({f"seconds.{k}": round(v, 3) for k, v in times.items()})
+        row["seconds"] = round(sum(times.values()), 3)
+        row["trained_tokens"] = int(self._all_sum(float(sum(len(t.response_ids)
+                                                            for t in transitions))))
+        return row
+
+    def _save_rollouts(self, it: int, traces: list[Trace]) -> None:
+        if self.cfg.save_rollouts:
+            write_jsonl(self.out / "rollouts" / f"iter-{it + 1:06d}.jsonl", traces)
+
+    def evaluate(self, it: int) -> dict[str, float]:
+        from marag.eval.runner import evaluate
+
+        async def method(question: Question, context: Any) -> Trace:
+            return await run_method(self.config.method.name, question, context)
+
+        async def go() -> Any:
+            return await evaluate(self.eval_questions, method, self.ctx,
+                                  self.out / "eval" / f"iter-{it + 1:06d}",
+                                  method_name=self.config.method.name,
+                                  concurrency=self.config.eval.concurrency, force=True)
+
+        self.module.eval()
+        result = asyncio.run(go())
+        s = result.summary
+        out = {"eval.f1": s["f1"], "eval.em": s["em"], "eval.acc": s["acc"]}
+        for role, v in s.get("validity", {}).items():
+            if role != "R":
+                out[f"eval.valid.{role}"] = v["rate"]
+        return out
+
+    def save(self, it: int) -> None:
+        if self.acc.is_main_process:
+            ckpt.save(self.out / "checkpoints", it + 1, self.policy, self.optimizer,
+                      self.scheduler, {"kl_coef": self.kl.coef}, self.cfg.keep_checkpoints)
+        self.acc.wait_for_everyone()
+
+    def run(self, progress: bool = False) -> list[dict[str, Any]]:
+        """Train from the last checkpoint to ``train.iterations``; returns the new rows."""
+        from tqdm import tqdm
+
+        rows = []
+        bar = tqdm(range(self.start, self.cfg.iterations), initial=self.start,
+                   total=self.cfg.iterations, disable=not (progress and self.acc.is_main_process),
+                   desc="train", unit="it")
+        for it in bar:
+            row = self.iteration(it)
+            last = it + 1 == self.cfg.iterations
+            if self.eval_questions and self.cfg.eval_every and (
+                    (it + 1) % self.cfg.eval_every == 0 or last):
+                if self.acc.is_main_process:
+                    row.update(self.evaluate(it))
+                self.acc.wait_for_everyone()
+            if (it + 1) % self.cfg.save_every == 0 or last:
+                self.save(it)
+            if self.logbook is not None:
+                self.logbook.write(row)
+            bar.set_postfix(reward=f"{row['reward']:.3f}", f1=f"{row['f1']:.3f}")
+            rows.append(row)
+        if self.logbook is not None:
+            self.logbook.close()
+        return rows
+
+    def export(self, dest: str | Path) -> Path:
+        """Write the current policy (adapter or full model, and value head) to ``dest``."""
+        from marag.train.policy import save_policy
+
+        save_policy(self.policy, dest)
+        return Path(dest)
+
+
+@contextmanager
+def _null() -> Iterator[None]:
+    yield
