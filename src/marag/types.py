@@ -178,6 +178,7 @@ class Cost:
     completion_tokens: int = 0
     retrieval_calls: int = 0
     rounds: int = 0
+    turns: int = 0  # the method's paper's own turn count (marag.workflows.turns)
     seconds: float = 0.0
     money: float = 0.0
 

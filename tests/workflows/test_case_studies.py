@@ -58,6 +58,8 @@ async def test_jade_serial_decomposition_heritage(hotpot_retriever, ctx_for):
     assert all(title in ag_prompt for title in kept_titles) and dropped not in ag_prompt
     assert all(s.valid for s in t.steps)
     assert t.cost.llm_calls == 10 and t.cost.retrieval_calls == 2 and t.cost.rounds == 4
+    # JADE's T (Eq. 6): the root's round and one per sub-question; AS is the final synthesis
+    assert t.cost.turns == 3
     assert t.cost.prompt_tokens == sum(s.prompt_tokens for s in t.steps)
     assert t.cost.completion_tokens == sum(s.completion_tokens for s in t.steps) > 0
     assert [c[0] for c in llm.calls] == [s.role for s in t.steps if s.role != "R"]
@@ -78,6 +80,7 @@ async def test_jade_single_hop_canada(hotpot_retriever, ctx_for):
     assert t.steps[2].parsed == [0, 1, 4]
     assert len(t.nodes) == 1 and t.nodes[0].workflow == ["R", "DS", "AG"]
     assert t.cost.rounds == 1 and t.cost.llm_calls == 3 and t.cost.retrieval_calls == 1
+    assert t.cost.turns == 1
     assert t.metrics["em"] == 1.0 and t.metrics["f1"] == 1.0
 
 
@@ -135,6 +138,8 @@ async def test_mao_arag_parallel_decomposition_badly_drawn_boy(hotpot_retriever,
     as_prompt = t.steps[-1].messages[-1]["content"]
     assert all(q in as_prompt and a in as_prompt for q, a in zip(BDB_SUBS, BDB_ANSWERS))
     assert t.cost.rounds == 3 and t.cost.retrieval_calls == 1 and t.cost.llm_calls == 11
+    # the case study's Turn 0 (QDP), Turn 1 (four parallel sub-questions), Turn 2 (AS)
+    assert t.cost.turns == 3
     # sub-questions did not decompose again (max_depth 1): the planner was told so
     assert all(s.valid for s in t.steps)
 
@@ -188,6 +193,7 @@ async def test_m_ask_puebla(hotpot_retriever, ctx_for):
     assert P_E1 in upd2.messages[-1]["content"]
     assert all(s.valid for s in t.steps)
     assert t.cost.retrieval_calls == 3 and t.cost.rounds == 5
+    assert t.cost.turns == 4  # Table 6: Turns 1-3 search, Turn 4 writes <end>
 
 
 async def test_m_ask_answers_once_at_inference(hotpot_retriever, ctx_for):
@@ -204,3 +210,4 @@ async def test_m_ask_answers_once_at_inference(hotpot_retriever, ctx_for):
     assert [s.role for s in t.steps].count("mask.answer") == 1
     assert t.steps[-1].role == "mask.answer" and t.steps[-1].turn == 2
     assert P_E1 in t.steps[-1].messages[-1]["content"]
+    assert t.cost.turns == 2

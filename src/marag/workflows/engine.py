@@ -30,6 +30,7 @@ from marag.metrics import score
 from marag.retrieval.base import RetrievalError, Retriever
 from marag.roles.base import Parsed, Role
 from marag.types import Hits, Node, Question, Step, Trace
+from marag.workflows.turns import paper_turns
 
 log = logging.getLogger(__name__)
 
@@ -287,6 +288,7 @@ async def execute(name: str, body: Body, question: Question, ctx: Context,
         trace.status, trace.error = "failed", f"{type(e).__name__}: {e}"
         log.exception("question %s failed with an unexpected error", trace.id)
     trace.cost.rounds = run.round
+    trace.cost.turns = paper_turns(trace)
     trace.cost.seconds = time.perf_counter() - run.t0
     if trace.answer is None and trace.nodes and trace.nodes[0].answer is not None:
         trace.answer = trace.nodes[0].answer
