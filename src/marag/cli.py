@@ -20,6 +20,7 @@ COMMAND_MODULES = [
     "serve_llm",
     "eval",
     "report",
+    "train",
 ]
 
 

@@ -148,11 +148,14 @@ class TrainConfig(Section):
     # role names (as in Step.role) whose steps are trained; empty = every LLM role the
     # method runs
     roles: list[str] = Field(default_factory=list)
-    # question files (FlashRAG JSONL or a named dataset file) trained on, in order, mixed
+    # question files (FlashRAG JSONL) or named benchmarks trained on, shuffled together
     datasets: list[str] = Field(default_factory=list)
+    # held out of training, per dataset: a seeded sample (train.seed) that becomes the
+    # evaluation split unless eval_dataset is given
+    holdout_per_dataset: int = Field(0, ge=0)
     eval_dataset: str | None = None
     eval_limit: int | None = Field(None, ge=1)
-    exclude_ids: str | None = None  # a file of question ids never trained on (held-out split)
+    exclude_ids: str | None = None  # a file of question ids never trained on, one per line
     iterations: int = Field(30, ge=1)
     questions_per_iteration: int = Field(8, ge=1)
     samples_per_question: int = Field(1, ge=1)

@@ -25,6 +25,9 @@ def add_run_options(p: Any, *, index_help: str) -> None:
     p.add_argument("--model", default=None, help="model name for the default LLM")
     p.add_argument("--index", default=None, metavar="PATH|wiki-demo",
                    help=f"{index_help}; sets retrieval.index")
+    p.add_argument("--adapter", action="append", default=[], metavar="DIR",
+                   help="LoRA adapter folder from marag train/sft (its policy/ folder or the "
+                        "run's export), merged into the default hf model; repeatable, in order")
 
 
 def run_overrides(args: argparse.Namespace) -> list[str]:
@@ -38,4 +41,8 @@ def run_overrides(args: argparse.Namespace) -> list[str]:
         out.append(f"llms.default.model={args.model}")
     if args.index:
         out.append(f"retrieval.index={args.index}")
+    if getattr(args, "adapter", None):
+        import json
+
+        out.append(f"llms.default.adapter={json.dumps(args.adapter)}")
     return out

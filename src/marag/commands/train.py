@@ -1,0 +1,70 @@
+"""``marag train``: train the shared backbone with the method's own rewards (PPO / GRPO).
+
+Rerunning the same command with the same ``--out`` continues from the last checkpoint.
+"""
+
+from __future__ import annotations
+
+import argparse
+import sys
+from pathlib import Path
+from typing import Any
+
+from marag.commands.options import add_run_options, run_overrides
+
+HELP = "train the shared LLM backbone of a method with reinforcement learning"
+
+
+def register(sub: Any) -> None:
+    p = sub.add_parser("train", help=HELP, description=HELP + ". Rerun the same command to "
+                       "resume from the last checkpoint in --out.")
+    add_run_options(p, index_help="retrieval index used during rollouts")
+    p.add_argument("--out", required=True, metavar="DIR", help="run folder (e.g. runs/train/A)")
+    p.add_argument("--no-progress", action="store_true", help="no progress bar")
+    p.add_argument("--force", action="store_true",
+                   help="start over in a folder whose saved config differs")
+    p.set_defaults(func=run)
+
+
+def run(args: argparse.Namespace) -> int:
+    import yaml
+
+    from marag.config import load_config
+    from marag.train.data import split_questions
+
+    config = load_config(args.config, run_overrides(args) + list(args.overrides))
+    out = Path(args.out)
+    text = yaml.safe_dump(config.model_dump(mode="json"), sort_keys=False)
+    saved = out / "config.yaml"
+    if saved.is_file() and saved.read_text() != text and not args.force:
+        print(f"marag train: {out} holds a run with another config ({saved}); use the same "
+              "config to resume, another --out, or --force", file=sys.stderr)
+        return 2
+    try:
+        train, held = split_questions(config.train)
+    except (ValueError, FileNotFoundError) as e:
+        print(f"marag train: {e}", file=sys.stderr)
+        return 2
+    from marag.train.trainer import Trainer
+    from marag.types import write_jsonl
+
+    trainer = Trainer(config, out, questions=train, eval_questions=held)
+    if trainer.acc.is_main_process:
+        out.mkdir(parents=True, exist_ok=True)
+        saved.write_text(text)
+        splits = out / "splits"
+        splits.mkdir(exist_ok=True)
+        (splits / "train_ids.txt").write_text("".join(q.id + "\n" for q in train))
+        (splits / "heldout_ids.txt").write_text("".join(q.id + "\n" for q in held))
+        if held:
+            write_jsonl(splits / "heldout.jsonl", held)
+    rows = trainer.run(progress=not args.no_progress)
+    if trainer.acc.is_main_process:
+        trainer.export(out / "policy")
+        last = rows[-1] if rows else None
+        if last is not None:
+            print(f"iteration {last['iteration']}: reward {last['reward']:.3f}, "
+                  f"F1 {last['f1']:.3f}; policy in {out / 'policy'}")
+        else:
+            print(f"nothing to do: {out} is at iteration {trainer.start}")
+    return 0
