@@ -21,6 +21,7 @@ COMMAND_MODULES = [
     "eval",
     "report",
     "train",
+    "sft",
 ]
 
 

@@ -192,6 +192,25 @@ class TrainConfig(Section):
     rewards: RewardConfig = Field(default_factory=RewardConfig)
 
 
+class SFTConfig(Section):
+    """``marag sft``: supervised warm start on chosen roles (LoRA by default)."""
+
+    # roles whose examples are kept; empty = every role found in the sources
+    roles: list[str] = Field(default_factory=list)
+    # traces files: keep valid steps of traces scoring at least min_f1 (rejection sampling)
+    min_f1: float = Field(1.0, ge=0, le=1)
+    # MMOA-RAG's recipe: a document is a selector label when it contains a content word of
+    # the golden answer, or at least this share of the question's content words
+    min_question_overlap: float = Field(0.5, ge=0, le=1)
+    epochs: int = Field(1, ge=1)
+    batch_size: int = Field(8, ge=1)
+    micro_batch_size: int = Field(2, ge=1)
+    lr: float = Field(1e-4, gt=0)
+    max_examples: int | None = Field(None, ge=1)
+    seed: int = 0
+    lora: LoraConfig = Field(default_factory=LoraConfig)
+
+
 class Config(Section):
     llms: dict[str, LLMConfig] = Field(default_factory=lambda: {"default": LLMConfig()})
     # role (planner, QR, AG, plan, search, ... or "default") -> name in ``llms``
@@ -201,6 +220,7 @@ class Config(Section):
     method: MethodConfig = Field(default_factory=MethodConfig)
     eval: EvalConfig = Field(default_factory=EvalConfig)
     train: TrainConfig = Field(default_factory=TrainConfig)
+    sft: SFTConfig = Field(default_factory=SFTConfig)
     # model name -> price; used to put money on traces
     prices: dict[str, Price] = Field(default_factory=dict)
 
