@@ -18,11 +18,11 @@ from marag.workflows.render import render_trace
 
 
 @pytest.fixture(scope="module")
-def nq_index(shared_data: Path, tmp_path_factory: pytest.TempPathFactory) -> Path:
+def nq_index(qa_data: Path, tmp_path_factory: pytest.TempPathFactory) -> Path:
     from marag.retrieval import build_index
 
     out = tmp_path_factory.mktemp("nq_bm25") / "idx"
-    build_index(shared_data / "nq_open.corpus.jsonl", out, kind="bm25")
+    build_index(qa_data / "nq_open.corpus.jsonl", out, kind="bm25")
     return out
 
 

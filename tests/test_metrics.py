@@ -1,4 +1,4 @@
-"""Answer metrics: the shared reference vectors (official HotpotQA script + FlashRAG) and
+"""Answer metrics: the reference vectors (official HotpotQA script + FlashRAG) and
 hand-worked cases."""
 
 from __future__ import annotations
@@ -11,9 +11,9 @@ from marag.types import iter_jsonl
 FIELDS = ("em", "f1", "precision", "recall", "acc")
 
 
-def test_every_reference_record_is_reproduced(shared_data):
+def test_every_reference_record_is_reproduced(qa_data):
     n = 0
-    for lineno, rec in iter_jsonl(shared_data / "metric_reference.jsonl"):
+    for lineno, rec in iter_jsonl(qa_data / "metric_reference.jsonl"):
         got = score(rec["prediction"], rec["golden_answers"])
         for field in FIELDS:
             assert got[field] == pytest.approx(rec[field], abs=1e-12), (lineno, field, rec, got)
