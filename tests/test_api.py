@@ -118,7 +118,9 @@ def test_ask_command_flags_become_overrides():
     assert isinstance(args, argparse.Namespace) and args.json and args.question == "who?"
     ov = flag_overrides(args)
     cfg = load_config(None, ov)
-    assert cfg.method.name == "vanilla" and cfg.method.top_k == 4 and cfg.retrieval.k == 3
+    # --k is method.top_k; the later --set wins
+    assert ov.index("method.top_k=3") < ov.index("method.top_k=4")
+    assert cfg.method.name == "vanilla" and cfg.method.top_k == 4
     assert cfg.llms["default"].backend == "openai" and cfg.llms["default"].model == "qwen"
     assert cfg.llms["default"].base_url == "http://127.0.0.1:8000/v1"
     with pytest.raises(SystemExit):

@@ -50,7 +50,7 @@ def dense_index(nq_corpus, tmp_path_factory) -> Path:
 @pytest.fixture(scope="session")
 def demo_cache(tmp_path_factory) -> Path:
     """MARAG_CACHE for the session, holding the wiki-demo BM25 index (built once)."""
-    from marag.retrieval.demo import demo_index
+    from marag.retrieval.factory import demo_index
 
     cache = tmp_path_factory.mktemp("cache")
     old = os.environ.get("MARAG_CACHE")

@@ -19,7 +19,7 @@ def register(sub: Any) -> None:
     p.add_argument("question", help="the question to answer")
     add_run_options(p, index_help="retrieval index directory or built-in corpus")
     p.add_argument("--k", type=int, default=None,
-                   help="documents per retrieval; sets method.top_k and retrieval.k")
+                   help="documents per retrieval; sets method.top_k")
     p.add_argument("--answer", dest="golden", action="append", default=[], metavar="TEXT",
                    help="a golden answer (repeatable): the trace then carries EM/F1/Acc")
     out = p.add_mutually_exclusive_group()
@@ -32,7 +32,7 @@ def flag_overrides(args: argparse.Namespace) -> list[str]:
     """The shorthand options as ``key=value`` overrides (before the explicit ``--set`` ones)."""
     out = run_overrides(args)
     if args.k is not None:
-        out += [f"method.top_k={args.k}", f"retrieval.k={args.k}"]
+        out.append(f"method.top_k={args.k}")
     return out + list(args.overrides)
 
 
