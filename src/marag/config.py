@@ -13,7 +13,6 @@ from typing import Any, Literal, get_args
 import yaml
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator
 
-
 # The names a config (and the command line) may use, each defined once; CLI choices, validation
 # and the code that dispatches on them import these.
 MethodName = Literal["llm-only", "vanilla", "mmoa-rag", "mao-arag", "jade", "m-ask"]
@@ -22,7 +21,7 @@ IndexKind = Literal["bm25", "dense", "hybrid"]
 # one DECOMPOSE_CODES code alone; AS (summarise solved sub-questions) is applied by the engine.
 SolvingCode = Literal["QR", "R", "DS", "AG"]
 DecomposeCode = Literal["QDS", "QDP"]
-RoleCode = Literal[SolvingCode, DecomposeCode, Literal["AS"]]
+RoleCode = Literal[SolvingCode, DecomposeCode, "AS"]
 
 METHOD_NAMES: tuple[str, ...] = get_args(MethodName)
 INDEX_KINDS: tuple[str, ...] = get_args(IndexKind)

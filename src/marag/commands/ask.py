@@ -6,7 +6,7 @@ import argparse
 import sys
 from typing import Any
 
-from marag.commands.options import add_run_options, run_overrides
+from marag.commands.options import add_run_options, load_run_config, run_overrides
 
 HELP = "answer one question with a multi-agent RAG method and print the trace"
 
@@ -41,10 +41,13 @@ def run(args: argparse.Namespace) -> int:
     import json
 
     from marag.api import ask_async
-    from marag.config import load_config
     from marag.workflows.render import render_trace
 
-    config = load_config(args.config, flag_overrides(args))
+    if not args.question.strip():
+        print("marag ask: the question is empty; give the question to answer in quotes",
+              file=sys.stderr)
+        return 2
+    config = load_run_config(args, flag_overrides(args))
     try:
         trace = asyncio.run(ask_async(args.question, config=config,
                                       golden_answers=args.golden))
