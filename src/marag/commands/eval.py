@@ -91,8 +91,8 @@ async def _run(args: argparse.Namespace, config: Any, out: Path) -> Any:
     import yaml
 
     from marag.datasets import load_questions
-    from marag.eval.runner import evaluate, prepare_run
     from marag.eval.identity import config_identity, run_info
+    from marag.eval.runner import evaluate, prepare_run
 
     questions = load_questions(args.dataset, limit=config.eval.limit, seed=config.eval.seed,
                                split=args.split)
