@@ -63,3 +63,11 @@ def test_role_mapped_to_missing_llm():
     cfg = load_config(None, ["roles.planner=ghost"])
     with pytest.raises(ConfigError, match="ghost"):
         cfg.backend_for("planner")
+
+
+def test_role_names_with_dots_can_be_overridden():
+    cfg = load_config(None, ["llms.default.backend=hf", "llms.policy.backend=openai",
+                             "roles.mask.search=policy",
+                             "roles.mmoa.QR=policy"])
+    assert cfg.roles == {"mask.search": "policy", "mmoa.QR": "policy"}
+    assert cfg.backend_for("mask.search") == "policy" and cfg.backend_for("mask.plan") == "default"

@@ -91,3 +91,15 @@ def test_score_keys_and_types():
     assert all(type(v) is float for v in s.values())
     with pytest.raises(TypeError, match="golden answers must be strings"):
         score("Paris", ["Paris", 3])
+
+
+def test_score_trace_is_the_scorer_on_the_final_answer():
+    from marag.metrics import score, score_trace
+    from marag.types import Trace
+
+    t = Trace("t", "q", "m", golden_answers=["Chief of Protocol"], answer="the chief of protocol")
+    assert score_trace(t) == score("the chief of protocol", ["Chief of Protocol"])
+    assert score_trace(t, lambda pred, gold: {"em": 1, "f1": 0.5, "acc": True}) == {
+        "em": 1.0, "f1": 0.5, "acc": 1.0}
+    t.answer = None
+    assert score_trace(t) == {"em": 0.0, "f1": 0.0, "acc": 0.0}

@@ -255,6 +255,9 @@ def apply_override(data: dict[str, Any], item: str) -> None:
     except yaml.YAMLError:
         value = raw
     parts = key.split(".")
+    if parts[0] == "roles" and len(parts) > 2:
+        # role names hold dots themselves (mask.search, mmoa.QR): the rest of the key is one name
+        parts = ["roles", ".".join(parts[1:])]
     node = data
     for part in parts[:-1]:
         nxt = node.setdefault(part, {})
