@@ -27,7 +27,7 @@ def title_recall(gold: list[str], retrieved: list[str]) -> tuple[float, bool]:
 def ensure(kind: str, corpus: Path, work: Path) -> Path:
     from marag.retrieval import build_index
     from marag.retrieval.hybrid import make_hybrid
-    from marag.retrieval.index import MANIFEST
+    from marag.retrieval.manifest import MANIFEST
 
     out = work / kind
     if (out / MANIFEST).is_file():

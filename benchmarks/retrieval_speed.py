@@ -212,7 +212,8 @@ def main() -> None:
     args.work.mkdir(parents=True, exist_ok=True)
     results = []
     if not args.skip_speed:
-        from marag.retrieval.demo import demo_corpus, demo_index
+        from marag.retrieval.demo import demo_corpus
+        from marag.retrieval.factory import demo_index
 
         qs = questions()
         results.append(bm25_speed(demo_index("bm25"), qs, args.k))

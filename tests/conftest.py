@@ -1,4 +1,5 @@
-"""Shared fixtures. Real QA data lives beside the checkout in ../shared/data (never copied)."""
+"""Shared fixtures. Real QA data for tests ships with the repository in tests/fixtures/qa (a small
+subset of the benchmark files; the full ones in ../shared/data are for benchmarks)."""
 
 from __future__ import annotations
 
@@ -6,12 +7,11 @@ from pathlib import Path
 
 import pytest
 
-REPO = Path(__file__).resolve().parents[1]
-SHARED_DATA = REPO.parent / "shared" / "data"
+QA_DATA = Path(__file__).resolve().parent / "fixtures" / "qa"
 
 
 @pytest.fixture(scope="session")
-def shared_data() -> Path:
-    if not (SHARED_DATA / "hotpotqa.questions.jsonl").is_file():
-        pytest.skip(f"shared QA data not found at {SHARED_DATA}")
-    return SHARED_DATA
+def qa_data() -> Path:
+    """The in-repo QA fixture directory: ``<dataset>.questions.jsonl``, ``<dataset>.corpus.jsonl``
+    for hotpotqa, 2wikimultihopqa, musique and nq_open, and ``metric_reference.jsonl``."""
+    return QA_DATA

@@ -18,11 +18,11 @@ from marag.workflows.render import render_trace
 
 
 @pytest.fixture(scope="module")
-def nq_index(shared_data: Path, tmp_path_factory: pytest.TempPathFactory) -> Path:
+def nq_index(qa_data: Path, tmp_path_factory: pytest.TempPathFactory) -> Path:
     from marag.retrieval import build_index
 
     out = tmp_path_factory.mktemp("nq_bm25") / "idx"
-    build_index(shared_data / "nq_open.corpus.jsonl", out, kind="bm25")
+    build_index(qa_data / "nq_open.corpus.jsonl", out, kind="bm25")
     return out
 
 
@@ -118,7 +118,9 @@ def test_ask_command_flags_become_overrides():
     assert isinstance(args, argparse.Namespace) and args.json and args.question == "who?"
     ov = flag_overrides(args)
     cfg = load_config(None, ov)
-    assert cfg.method.name == "vanilla" and cfg.method.top_k == 4 and cfg.retrieval.k == 3
+    # --k is method.top_k; the later --set wins
+    assert ov.index("method.top_k=3") < ov.index("method.top_k=4")
+    assert cfg.method.name == "vanilla" and cfg.method.top_k == 4
     assert cfg.llms["default"].backend == "openai" and cfg.llms["default"].model == "qwen"
     assert cfg.llms["default"].base_url == "http://127.0.0.1:8000/v1"
     with pytest.raises(SystemExit):
@@ -145,3 +147,37 @@ def test_ask_command_config_errors_exit_2(capsys):
 
     assert main(["ask", "q", "--set", "method.max_roundz=2"]) == 2
     assert "max_rounds" in capsys.readouterr().err
+
+
+@pytest.mark.parametrize("question", ["", "   ", "\n\t"])
+def test_ask_command_refuses_an_empty_question(capsys, question):
+    from marag.cli import main
+
+    # exits before loading a model or an index (llm-only on a dead endpoint would exit 1)
+    assert main(["ask", question, "--method", "llm-only", "--llm", "http://127.0.0.1:9/v1"]) == 2
+    err = capsys.readouterr().err
+    assert "marag ask: the question is empty" in err
+
+
+async def test_ask_async_refuses_an_empty_question(nq_index):
+    cfg = load_config(None, [f"retrieval.index={nq_index}"])
+    ctx = build_context(cfg, llms={"default": _scripted()})
+    for question in ("", "  \n"):
+        with pytest.raises(ValueError, match="needs a question"):
+            await ask_async(question, context=ctx)
+    assert ctx.llms["default"].calls == []  # type: ignore[attr-defined]
+
+
+def test_a_misspelt_role_fails_before_any_model_loads(capsys, tmp_path):
+    from marag.cli import main
+
+    p = tmp_path / "c.yaml"
+    p.write_text("llms: {policy: {backend: hf}, default: {backend: hf}}\n"
+                 "roles: {planer: policy, default: default}\n")
+    assert main(["ask", "who?", "--config", str(p)]) == 2
+    err = capsys.readouterr().err
+    assert "unknown role 'roles.planer' (did you mean 'planner'?)" in err
+    assert main(["eval", "--dataset", "nq_open", "--config", str(p),
+                 "--out", str(tmp_path / "run")]) == 2
+    assert "did you mean 'planner'?" in capsys.readouterr().err
+    assert not (tmp_path / "run").exists()  # refused before the run directory was made

@@ -21,11 +21,11 @@ def test_yaml_and_overrides(tmp_path):
         "roles: {planner: policy, default: default}\n"
         "method: {name: mao-arag, max_rounds: 5}\n"
     )
-    cfg = load_config(p, ["method.max_rounds=3", "retrieval.k=10", "method.fallback=[AG]",
+    cfg = load_config(p, ["method.max_rounds=3", "retrieval.timeout=10", "method.fallback=[AG]",
                           "llms.policy.timeout=2.5"])
     assert cfg.method.name == "mao-arag"
     assert cfg.method.max_rounds == 3
-    assert cfg.retrieval.k == 10
+    assert cfg.retrieval.timeout == 10
     assert cfg.method.fallback == ["AG"]
     assert cfg.llms["policy"].timeout == 2.5
     assert cfg.backend_for("planner") == "policy"
@@ -37,7 +37,9 @@ def test_yaml_and_overrides(tmp_path):
     ("retreival.k=3", "unknown config key 'retreival' (did you mean 'retrieval'?)"),
     ("llms.default.modle=x", "unknown config key 'llms.default.modle' (did you mean 'model'?)"),
     ("method.name=bogus", "config key 'method.name'"),
-    ("retrieval.k=0", "config key 'retrieval.k'"),
+    ("retrieval.timeout=0", "config key 'retrieval.timeout'"),
+    # retrieval.k was never read (method.top_k sets how many passages a method retrieves)
+    ("retrieval.k=3", "unknown config key 'retrieval.k'"),
     ("method.fallback=[R, XX]", "config key 'method.fallback.1'"),
 ])
 def test_bad_keys_and_values_are_named(override, needle):
@@ -61,3 +63,11 @@ def test_role_mapped_to_missing_llm():
     cfg = load_config(None, ["roles.planner=ghost"])
     with pytest.raises(ConfigError, match="ghost"):
         cfg.backend_for("planner")
+
+
+def test_role_names_with_dots_can_be_overridden():
+    cfg = load_config(None, ["llms.default.backend=hf", "llms.policy.backend=openai",
+                             "roles.mask.search=policy",
+                             "roles.mmoa.QR=policy"])
+    assert cfg.roles == {"mask.search": "policy", "mmoa.QR": "policy"}
+    assert cfg.backend_for("mask.search") == "policy" and cfg.backend_for("mask.plan") == "default"

@@ -82,14 +82,14 @@ def test_duplicate_ids_name_the_id_and_both_lines(tmp_path):
     assert not (tmp_path / "store" / "store.json").exists()  # no half-valid store left behind
 
 
-def test_store_fetches_every_passage_by_id_and_row(tmp_path, shared_data):
-    src = shared_data / "nq_open.corpus.jsonl"
+def test_store_fetches_every_passage_by_id_and_row(tmp_path, qa_data):
+    src = qa_data / "hotpotqa.corpus.jsonl"
     seen = []
-    store = build_store(src, tmp_path / "store", batch_size=100,
+    store = build_store(src, tmp_path / "store", batch_size=50,
                         on_batch=lambda start, ps: seen.append((start, len(ps))), show_progress=False)
     original = list(iter_corpus(src))
-    assert len(store) == len(original) == 695
-    assert seen[0] == (0, 100) and seen[-1] == (600, 95)
+    assert len(store) == len(original) == 190
+    assert seen[0] == (0, 50) and seen[-1] == (150, 40)
     reopened = DocStore(tmp_path / "store")
     for row, p in enumerate(original):
         assert reopened.get(row) == p
@@ -99,9 +99,9 @@ def test_store_fetches_every_passage_by_id_and_row(tmp_path, shared_data):
         reopened.get_by_id("no-such-id")
     with pytest.raises(IndexError):
         reopened.get(len(original))
-    batches = list(reopened.iter_batches(300, start=100))
-    assert [b[0] for b in batches] == [100, 400]
-    assert [p.id for _, ps in batches for p in ps] == [p.id for p in original[100:]]
+    batches = list(reopened.iter_batches(60, start=70))
+    assert [b[0] for b in batches] == [70, 130]
+    assert [p.id for _, ps in batches for p in ps] == [p.id for p in original[70:]]
 
 
 def test_store_survives_hash_collisions(tmp_path, monkeypatch):

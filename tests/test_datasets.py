@@ -1,4 +1,4 @@
-"""Dataset loaders: the shared real question files, the original datasets' record shapes (built
+"""Dataset loaders: the real question fixture files, the original datasets' record shapes (built
 from those real records), broken input, seeded sampling, and named benchmarks served from a
 local HF cache layout and from a local hub mirror."""
 
@@ -22,14 +22,14 @@ from marag.datasets import (
 )
 from marag.types import iter_jsonl
 
-COUNTS = {"hotpotqa": 500, "2wikimultihopqa": 500, "musique": 200, "nq_open": 700}
+COUNTS = {"hotpotqa": 38, "2wikimultihopqa": 30, "musique": 30, "nq_open": 60}
 HUB = "datasets--RUC-NLPIR--FlashRAG_datasets"
 COMMIT = "0123456789abcdef0123456789abcdef01234567"
 
 
-def real(shared_data, name: str, n: int) -> list[dict]:
+def real(qa_data, name: str, n: int) -> list[dict]:
     out = []
-    for _, obj in iter_jsonl(shared_data / f"{name}.questions.jsonl"):
+    for _, obj in iter_jsonl(qa_data / f"{name}.questions.jsonl"):
         out.append(obj)
         if len(out) == n:
             break
@@ -41,19 +41,19 @@ def write_jsonl(path, records) -> None:
 
 
 @pytest.mark.parametrize("name,count", COUNTS.items())
-def test_shared_question_files_load_completely(shared_data, name, count):
-    qs = load_questions(shared_data / f"{name}.questions.jsonl")
+def test_question_files_load_completely(qa_data, name, count):
+    qs = load_questions(qa_data / f"{name}.questions.jsonl")
     assert len(qs) == count
     assert len({q.id for q in qs}) == count
     assert all(q.question and q.golden_answers and q.dataset == name for q in qs)
     assert all("supporting_titles" in q.metadata for q in qs)
-    first = next(iter_jsonl(shared_data / f"{name}.questions.jsonl"))[1]
+    first = next(iter_jsonl(qa_data / f"{name}.questions.jsonl"))[1]
     assert (qs[0].id, qs[0].question, qs[0].golden_answers) == (
         first["id"], first["question"], first["golden_answers"])
 
 
-def test_hotpotqa_original_json_array(shared_data, tmp_path):
-    recs = real(shared_data, "hotpotqa", 3)
+def test_hotpotqa_original_json_array(qa_data, tmp_path):
+    recs = real(qa_data, "hotpotqa", 3)
     original = [{"_id": r["id"], "question": r["question"], "answer": r["golden_answers"][0],
                  "type": r.get("type"), "supporting_facts": [[t, 0] for t in r["supporting_titles"]]}
                 for r in recs]
@@ -66,8 +66,8 @@ def test_hotpotqa_original_json_array(shared_data, tmp_path):
     assert qs[0].dataset == "hotpot_dev_distractor_v1"
 
 
-def test_2wiki_original_gzipped_array(shared_data, tmp_path):
-    recs = real(shared_data, "2wikimultihopqa", 4)
+def test_2wiki_original_gzipped_array(qa_data, tmp_path):
+    recs = real(qa_data, "2wikimultihopqa", 4)
     original = [{"_id": r["id"], "type": r["type"], "question": r["question"],
                  "answer": r["golden_answers"][0], "evidences": r["evidences"]} for r in recs]
     path = tmp_path / "dev.json.gz"
@@ -79,8 +79,8 @@ def test_2wiki_original_gzipped_array(shared_data, tmp_path):
     assert {q.dataset for q in qs} == {"2wiki"}
 
 
-def test_musique_original_merges_aliases(shared_data, tmp_path):
-    recs = real(shared_data, "musique", 3)
+def test_musique_original_merges_aliases(qa_data, tmp_path):
+    recs = real(qa_data, "musique", 3)
     original = [{"id": r["id"], "question": r["question"], "answer": r["golden_answers"][0],
                  "answer_aliases": [r["golden_answers"][0].upper(), r["golden_answers"][0]],
                  "answerable": True} for r in recs]
@@ -93,8 +93,8 @@ def test_musique_original_merges_aliases(shared_data, tmp_path):
     assert qs[0].metadata == {"answerable": True}
 
 
-def test_nq_open_shape_gets_stable_ids(shared_data, tmp_path):
-    recs = real(shared_data, "nq_open", 3)
+def test_nq_open_shape_gets_stable_ids(qa_data, tmp_path):
+    recs = real(qa_data, "nq_open", 3)
     path = tmp_path / "NQ-open.dev.jsonl"
     write_jsonl(path, [{"question": r["question"], "answer": r["golden_answers"]} for r in recs])
     qs = load_questions(path)
@@ -141,18 +141,18 @@ def test_broken_json_array_names_the_item(tmp_path):
         load_questions(path)
 
 
-def test_sampling_is_seeded_stable_and_prefix_consistent(shared_data, tmp_path):
-    path = shared_data / "hotpotqa.questions.jsonl"
-    a = [q.id for q in load_questions(path, limit=50, seed=3)]
-    assert a == [q.id for q in load_questions(path, limit=50, seed=3)]
-    assert a[:20] == [q.id for q in load_questions(path, limit=20, seed=3)]
-    assert len(set(a)) == 50
-    assert a != [q.id for q in load_questions(path, limit=50, seed=4)]
+def test_sampling_is_seeded_stable_and_prefix_consistent(qa_data, tmp_path):
+    path = qa_data / "hotpotqa.questions.jsonl"
+    a = [q.id for q in load_questions(path, limit=25, seed=3)]
+    assert a == [q.id for q in load_questions(path, limit=25, seed=3)]
+    assert a[:10] == [q.id for q in load_questions(path, limit=10, seed=3)]
+    assert len(set(a)) == 25
+    assert a != [q.id for q in load_questions(path, limit=25, seed=4)]
     # the sample depends on the ids, not on the order of lines in the file
     lines = path.read_text().splitlines()
     shuffled = tmp_path / "shuffled.jsonl"
     shuffled.write_text("\n".join(lines[::-1]) + "\n")
-    assert a == [q.id for q in load_questions(shuffled, limit=50, seed=3)]
+    assert a == [q.id for q in load_questions(shuffled, limit=25, seed=3)]
     every = load_questions(path)
     assert sorted(q.id for q in load_questions(path, limit=10_000)) == sorted(q.id for q in every)
     with pytest.raises(DatasetError, match="limit must be at least 1"):
@@ -194,8 +194,8 @@ def lay_out_cache(cache, filename: str, records) -> None:
     write_jsonl(target, records)
 
 
-def test_named_benchmark_from_the_hf_cache_offline(shared_data, hub_env, monkeypatch):
-    recs = real(shared_data, "hotpotqa", 5)
+def test_named_benchmark_from_the_hf_cache_offline(qa_data, hub_env, monkeypatch):
+    recs = real(qa_data, "hotpotqa", 5)
     for r in recs:
         r.pop("dataset")  # FlashRAG's files carry no dataset field
     lay_out_cache(hub_env, "hotpotqa/dev.jsonl", recs)
@@ -256,8 +256,8 @@ class Mirror:
         self.server.server_close()
 
 
-def test_named_benchmark_downloads_through_a_hub_mirror(shared_data, hub_env, monkeypatch):
-    recs = real(shared_data, "musique", 6)
+def test_named_benchmark_downloads_through_a_hub_mirror(qa_data, hub_env, monkeypatch):
+    recs = real(qa_data, "musique", 6)
     data = "".join(json.dumps(r) + "\n" for r in recs).encode()
     with Mirror("musique/dev.jsonl", data) as mirror:
         monkeypatch.setenv("HF_ENDPOINT", mirror.url)

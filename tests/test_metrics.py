@@ -1,4 +1,4 @@
-"""Answer metrics: the shared reference vectors (official HotpotQA script + FlashRAG) and
+"""Answer metrics: the reference vectors (official HotpotQA script + FlashRAG) and
 hand-worked cases."""
 
 from __future__ import annotations
@@ -11,9 +11,9 @@ from marag.types import iter_jsonl
 FIELDS = ("em", "f1", "precision", "recall", "acc")
 
 
-def test_every_reference_record_is_reproduced(shared_data):
+def test_every_reference_record_is_reproduced(qa_data):
     n = 0
-    for lineno, rec in iter_jsonl(shared_data / "metric_reference.jsonl"):
+    for lineno, rec in iter_jsonl(qa_data / "metric_reference.jsonl"):
         got = score(rec["prediction"], rec["golden_answers"])
         for field in FIELDS:
             assert got[field] == pytest.approx(rec[field], abs=1e-12), (lineno, field, rec, got)
@@ -91,3 +91,15 @@ def test_score_keys_and_types():
     assert all(type(v) is float for v in s.values())
     with pytest.raises(TypeError, match="golden answers must be strings"):
         score("Paris", ["Paris", 3])
+
+
+def test_score_trace_is_the_scorer_on_the_final_answer():
+    from marag.metrics import score, score_trace
+    from marag.types import Trace
+
+    t = Trace("t", "q", "m", golden_answers=["Chief of Protocol"], answer="the chief of protocol")
+    assert score_trace(t) == score("the chief of protocol", ["Chief of Protocol"])
+    assert score_trace(t, lambda pred, gold: {"em": 1, "f1": 0.5, "acc": True}) == {
+        "em": 1.0, "f1": 0.5, "acc": 1.0}
+    t.answer = None
+    assert score_trace(t) == {"em": 0.0, "f1": 0.0, "acc": 0.0}

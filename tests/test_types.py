@@ -87,3 +87,13 @@ def test_malformed_line_names_file_and_line(tmp_path):
     path.write_text('[1, 2]\n')
     with pytest.raises(ValueError, match="expected a JSON object"):
         list(iter_jsonl(path))
+
+
+def test_trace_from_question_copies_the_question_fields():
+    q = Question("q7", "Who?", ["A", "B"], "nq_open", {"type": "x"})
+    t = Trace.from_question(q, "vanilla", status="failed", error="boom")
+    assert (t.id, t.question, t.golden_answers, t.dataset, t.method) == (
+        "q7", "Who?", ["A", "B"], "nq_open", "vanilla")
+    assert (t.status, t.error, t.answer, t.steps) == ("failed", "boom", None, [])
+    t.golden_answers.append("C")
+    assert q.golden_answers == ["A", "B"]  # a copy, not the question's own list

@@ -70,6 +70,8 @@ async def ask_async(question: str, *, method: str | None = None, config: ConfigL
         raise TypeError(f"ask() got unexpected keyword argument(s): {sorted(unknown)}")
     if context is not None and (config is not None or overrides):
         raise ValueError("pass either context= or config=/overrides=, not both")
+    if not isinstance(question, str) or not question.strip():
+        raise ValueError(f"ask() needs a question to answer, got {question!r}")
     q = Question(id=str(fields.get("id", "q0")), question=question,
                  golden_answers=list(fields.get("golden_answers") or []),
                  dataset=str(fields.get("dataset", "")), metadata=dict(fields.get("metadata") or {}))

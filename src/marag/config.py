@@ -8,10 +8,26 @@ from __future__ import annotations
 
 import difflib
 from pathlib import Path
-from typing import Any, Literal
+from typing import Any, Literal, get_args
 
 import yaml
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator
+
+# The names a config (and the command line) may use, each defined once; CLI choices, validation
+# and the code that dispatches on them import these.
+MethodName = Literal["llm-only", "vanilla", "mmoa-rag", "mao-arag", "jade", "m-ask"]
+IndexKind = Literal["bm25", "dense", "hybrid"]
+# Planner codes: a solving plan is an ordered subsequence of SOLVING_CODES; a decomposing plan is
+# one DECOMPOSE_CODES code alone; AS (summarise solved sub-questions) is applied by the engine.
+SolvingCode = Literal["QR", "R", "DS", "AG"]
+DecomposeCode = Literal["QDS", "QDP"]
+RoleCode = Literal[SolvingCode, DecomposeCode, "AS"]
+
+METHOD_NAMES: tuple[str, ...] = get_args(MethodName)
+INDEX_KINDS: tuple[str, ...] = get_args(IndexKind)
+SOLVING_CODES: tuple[str, ...] = get_args(SolvingCode)
+DECOMPOSE_CODES: tuple[str, ...] = get_args(DecomposeCode)
+ROLE_CODES: tuple[str, ...] = get_args(RoleCode)
 
 
 class ConfigError(ValueError):
@@ -70,14 +86,9 @@ class SamplingConfig(Section):
 class RetrievalConfig(Section):
     # An index directory, a named built-in corpus ("wiki-demo"), or None with ``url`` set.
     index: str | None = "wiki-demo"
-    kind: Literal["bm25", "dense", "hybrid"] = "bm25"
+    kind: IndexKind = "bm25"
     url: str | None = None
-    k: int = Field(5, ge=1)
     timeout: float = Field(30.0, gt=0)
-
-
-MethodName = Literal["llm-only", "vanilla", "mmoa-rag", "mao-arag", "jade", "m-ask"]
-RoleCode = Literal["QR", "QDS", "QDP", "R", "DS", "AG", "AS"]
 
 
 class MethodConfig(Section):
@@ -90,7 +101,6 @@ class MethodConfig(Section):
     top_k: int = Field(5, ge=1)
     # mmoa-rag
     candidates: int = Field(10, ge=1)
-    answer_max_words: int = Field(30, ge=1)
     constrained_selector: bool = False
     # m-ask
     max_turns: int = Field(3, ge=1)
@@ -265,6 +275,9 @@ def apply_override(data: dict[str, Any], item: str) -> None:
     except yaml.YAMLError:
         value = raw
     parts = key.split(".")
+    if parts[0] == "roles" and len(parts) > 2:
+        # role names hold dots themselves (mask.search, mmoa.QR): the rest of the key is one name
+        parts = ["roles", ".".join(parts[1:])]
     node = data
     for part in parts[:-1]:
         nxt = node.setdefault(part, {})

@@ -23,7 +23,11 @@ from __future__ import annotations
 import re
 import string
 from collections import Counter
-from collections.abc import Iterable
+from collections.abc import Callable, Iterable
+from typing import TYPE_CHECKING
+
+if TYPE_CHECKING:
+    from marag.types import Trace
 
 _PUNCTUATION = str.maketrans("", "", string.punctuation)
 _ARTICLES = re.compile(r"\b(a|an|the)\b")
@@ -100,3 +104,18 @@ def score(pred: str | None, golds: Golds) -> dict[str, float]:
         "recall": recall,
         "acc": cover_em(pred, golds),
     }
+
+
+# The scores every summary reports; a scorer may return more (``score`` adds precision/recall).
+ANSWER_METRICS = ("em", "f1", "acc")
+Scorer = Callable[[str, list[str]], dict[str, float]]
+
+
+def score_trace(trace: Trace, scorer: Scorer | None = None) -> dict[str, float]:
+    """The scores of a trace's final answer against its golden answers (``score`` unless another
+    scorer is given). A trace without an answer scores zero on ``ANSWER_METRICS``. The one place
+    a trace is scored: the engine, the evaluation runner and summaries all call it."""
+    if trace.answer is None:
+        return {m: 0.0 for m in ANSWER_METRICS}
+    scores = (scorer or score)(trace.answer, list(trace.golden_answers))
+    return {k: float(v) for k, v in scores.items()}

@@ -209,6 +209,13 @@ class Trace:
     metrics: dict[str, float] = field(default_factory=dict)
     cost: Cost = field(default_factory=Cost)
 
+    @classmethod
+    def from_question(cls, question: Question, method: str, **fields: Any) -> Trace:
+        """A fresh trace of ``method`` on ``question`` (id, text, golden answers and dataset)."""
+        return cls(id=question.id, question=question.question, method=method,
+                   golden_answers=list(question.golden_answers), dataset=question.dataset,
+                   **fields)
+
     def to_dict(self) -> dict[str, Any]:
         return _plain(self)
 
@@ -221,11 +228,6 @@ class Trace:
         trace = _build(cls, d)
         trace.nodes, trace.steps, trace.cost = nodes, steps, cost
         return trace
-
-
-RECORD_TYPES: dict[str, type] = {
-    c.__name__: c for c in (Question, Passage, Hits, Completion, Step, Node, Cost, Trace)
-}
 
 
 def _plain(obj: Any) -> dict[str, Any]:

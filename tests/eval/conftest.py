@@ -19,16 +19,16 @@ def read_questions(path: Path, limit: int) -> list[Question]:
 
 
 @pytest.fixture(scope="session")
-def nq_index(shared_data, tmp_path_factory) -> Path:
+def nq_index(qa_data, tmp_path_factory) -> Path:
     from marag.retrieval import build_index
 
-    return build_index(shared_data / "nq_open.corpus.jsonl", tmp_path_factory.mktemp("nq_bm25"),
+    return build_index(qa_data / "nq_open.corpus.jsonl", tmp_path_factory.mktemp("nq_bm25"),
                        kind="bm25", show_progress=False)
 
 
 @pytest.fixture
-def nq_questions(shared_data) -> list[Question]:
-    return read_questions(shared_data / "nq_open.questions.jsonl", 12)
+def nq_questions(qa_data) -> list[Question]:
+    return read_questions(qa_data / "nq_open.questions.jsonl", 12)
 
 
 @pytest.fixture

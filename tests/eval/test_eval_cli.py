@@ -42,13 +42,13 @@ def test_flags_become_config_overrides():
     assert str(default_out("jade", "/data/hotpotqa.questions.jsonl")) == "runs/jade-hotpotqa"
 
 
-def test_a_different_run_in_out_is_refused_before_models_load(tmp_path, shared_data, capsys):
+def test_a_different_run_in_out_is_refused_before_models_load(tmp_path, qa_data, capsys):
     from marag.cli import main
     from marag.eval import open_run_dir
 
     out = tmp_path / "run"
     open_run_dir(out, {"method": "jade", "dataset": "elsewhere"})
-    rc = main(["eval", "--dataset", str(shared_data / "nq_open.questions.jsonl"), "--limit", "3",
+    rc = main(["eval", "--dataset", str(qa_data / "nq_open.questions.jsonl"), "--limit", "3",
                "--method", "vanilla", "--out", str(out), "--no-progress"])
     err = capsys.readouterr().err
     assert rc == 2 and "holds a different run" in err and "method: 'jade' -> 'vanilla'" in err

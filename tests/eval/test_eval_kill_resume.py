@@ -27,10 +27,10 @@ def _start(out: Path, index: Path, questions: Path, latency: float) -> subproces
 
 
 @pytest.mark.slow
-def test_sigkill_then_resume_records_every_question_once(tmp_path, shared_data, nq_index):
+def test_sigkill_then_resume_records_every_question_once(tmp_path, qa_data, nq_index):
     if not hasattr(signal, "SIGKILL"):
         pytest.skip("needs SIGKILL")
-    questions = shared_data / "nq_open.questions.jsonl"
+    questions = qa_data / "nq_open.questions.jsonl"
     out = tmp_path / "run"
     traces = out / "traces.jsonl"
     proc = _start(out, nq_index, questions, latency=0.1)

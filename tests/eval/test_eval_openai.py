@@ -50,11 +50,11 @@ def tiny_endpoint():
 
 
 @pytest.mark.slow
-def test_eval_against_openai_compatible_server(tmp_path, shared_data, nq_index, tiny_endpoint,
+def test_eval_against_openai_compatible_server(tmp_path, qa_data, nq_index, tiny_endpoint,
                                                capsys):
     out = tmp_path / "run"
     argv = ["eval", "--method", "vanilla", "--dataset",
-            str(shared_data / "nq_open.questions.jsonl"), "--index", str(nq_index),
+            str(qa_data / "nq_open.questions.jsonl"), "--index", str(nq_index),
             "--limit", "4", "--concurrency", "4", "--llm", tiny_endpoint, "--model", "tiny",
             "--out", str(out), "--no-progress"]
     assert main(argv) == 0
@@ -79,10 +79,10 @@ def test_eval_against_openai_compatible_server(tmp_path, shared_data, nq_index, 
     assert len((out / "traces.jsonl").read_text().splitlines()) == 4
 
 
-def test_dead_endpoint_gives_counted_failed_items(tmp_path, shared_data, nq_index, capsys):
+def test_dead_endpoint_gives_counted_failed_items(tmp_path, qa_data, nq_index, capsys):
     out = tmp_path / "run"
     rc = main(["eval", "--method", "llm-only", "--dataset",
-               str(shared_data / "nq_open.questions.jsonl"), "--limit", "3",
+               str(qa_data / "nq_open.questions.jsonl"), "--limit", "3",
                "--llm", f"http://127.0.0.1:{_free_port()}/v1", "--model", "x",
                "--set", "llms.default.retries=0", "--set", "llms.default.timeout=2",
                "--out", str(out), "--no-progress"])

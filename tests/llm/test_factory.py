@@ -5,7 +5,7 @@ from marag.llm.base import LLMError
 from marag.llm.factory import make_llm, make_llms
 from marag.llm.hf_local import HFBackend
 from marag.llm.openai_http import OpenAIBackend
-from marag.llm.pricing import money
+from marag.llm.pricing import charge, money
 
 
 @pytest.fixture(scope="module")
@@ -51,6 +51,7 @@ def test_money_uses_config_then_list_prices():
     mine = {"gpt-4o-mini": Price(prompt_per_million=1.0, completion_per_million=2.0),
             "qwen": Price(prompt_per_million=0.1, completion_per_million=0.1)}
     assert money("gpt-4o-mini", 500_000, 250_000, mine) == pytest.approx(1.0)
+    assert charge(mine["gpt-4o-mini"], 500_000, 250_000) == pytest.approx(1.0)
     assert money("qwen-7b", 10_000_000, 0, mine) == pytest.approx(1.0)
     assert money("smollm2", 10**9, 10**9, mine) == 0.0
     with pytest.raises(ValueError):

@@ -1,4 +1,4 @@
-"""Indexes built once per test session over real passages (the shared nq_open corpus)."""
+"""Indexes built once per test session over real passages (the nq_open fixture corpus)."""
 
 from __future__ import annotations
 
@@ -10,25 +10,26 @@ import pytest
 # Everything here must work without the Hugging Face hub; set before any HF import.
 os.environ.setdefault("HF_HUB_OFFLINE", "1")
 
-N_PASSAGES = 200
+N_PASSAGES = 60  # every passage of the nq_open fixture corpus
 DENSE_BATCH = 64
 
 
 @pytest.fixture(scope="session")
-def nq_corpus(shared_data, tmp_path_factory) -> Path:
-    """The first N_PASSAGES passages of the shared nq_open corpus, as a corpus file."""
+def nq_corpus(qa_data, tmp_path_factory) -> Path:
+    """The nq_open fixture corpus (N_PASSAGES passages), as a corpus file of its own."""
     out = tmp_path_factory.mktemp("corpus") / "nq.jsonl"
-    with open(shared_data / "nq_open.corpus.jsonl", encoding="utf-8") as f:
-        lines = [next(f) for _ in range(N_PASSAGES)]
+    with open(qa_data / "nq_open.corpus.jsonl", encoding="utf-8") as f:
+        lines = f.readlines()
+    assert len(lines) == N_PASSAGES
     out.write_text("".join(lines), encoding="utf-8")
     return out
 
 
 @pytest.fixture(scope="session")
-def nq_queries(shared_data) -> list[str]:
+def nq_queries(qa_data) -> list[str]:
     from marag.types import iter_jsonl
 
-    return [q["question"] for _, q in iter_jsonl(shared_data / "nq_open.questions.jsonl")][:40]
+    return [q["question"] for _, q in iter_jsonl(qa_data / "nq_open.questions.jsonl")][:40]
 
 
 @pytest.fixture(scope="session")
@@ -49,7 +50,7 @@ def dense_index(nq_corpus, tmp_path_factory) -> Path:
 @pytest.fixture(scope="session")
 def demo_cache(tmp_path_factory) -> Path:
     """MARAG_CACHE for the session, holding the wiki-demo BM25 index (built once)."""
-    from marag.retrieval.demo import demo_index
+    from marag.retrieval.factory import demo_index
 
     cache = tmp_path_factory.mktemp("cache")
     old = os.environ.get("MARAG_CACHE")

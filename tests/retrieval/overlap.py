@@ -19,9 +19,9 @@ def words(s: str) -> set[str]:
     return set(re.findall(r"[a-z0-9]+", s.lower()))
 
 
-def load_passages(shared_data: Path, n: int = 200) -> list[Passage]:
+def load_passages(qa_data: Path, n: int = 60) -> list[Passage]:
     out = []
-    for _, obj in iter_jsonl(shared_data / "nq_open.corpus.jsonl"):
+    for _, obj in iter_jsonl(qa_data / "nq_open.corpus.jsonl"):
         out.append(Passage(id=obj["id"], title=obj["title"], text=obj["text"]))
         if len(out) == n:
             break

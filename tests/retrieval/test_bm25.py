@@ -56,10 +56,10 @@ def test_manifest_and_edge_queries(bm25_index):
     idx = open_index(bm25_index)
     assert isinstance(idx, BM25Index)
     m = idx.manifest
-    assert m["kind"] == "bm25" and m["count"] == 200 and m["corpus"]["kind"] == "sha256"
+    assert m["kind"] == "bm25" and m["count"] == 60 and m["corpus"]["kind"] == "sha256"
     assert m["params"]["k1"] == 1.5 and m["marag_version"]
     big = idx.search_batch(["nobel prize"], k=1000)
-    assert len(big[0].passages) == 200
+    assert len(big[0].passages) == 60
     odd = idx.search_batch(["", "zzzqqq unknownword", "the of and"], k=3)
     assert all(len(h.passages) == 3 and h.scores == [0.0, 0.0, 0.0] for h in odd)
     assert idx.search_batch([], k=3) == []

@@ -8,11 +8,11 @@ from marag.cli import main
 def test_index_build_info_search(nq_corpus, tmp_path, capsys):
     out = tmp_path / "idx"
     assert main(["index", "build", "--corpus", str(nq_corpus), "--out", str(out), "--no-progress"]) == 0
-    assert "built bm25 index of 200 passages" in capsys.readouterr().out
+    assert "built bm25 index of 60 passages" in capsys.readouterr().out
 
     assert main(["index", "info", str(out)]) == 0
     info = json.loads(capsys.readouterr().out)
-    assert info["kind"] == "bm25" and info["count"] == 200
+    assert info["kind"] == "bm25" and info["count"] == 60
 
     assert main(["search", str(out), "first nobel prize in physics", "eiffel tower", "-k", "3", "--json"]) == 0
     lines = capsys.readouterr().out.strip().splitlines()

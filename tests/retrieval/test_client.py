@@ -27,8 +27,8 @@ QUERIES = [
 
 
 @pytest.fixture(scope="module")
-def passages(shared_data) -> list[Passage]:
-    return load_passages(shared_data)
+def passages(qa_data) -> list[Passage]:
+    return load_passages(qa_data)
 
 
 class Served:
@@ -65,11 +65,11 @@ def overlap_server(passages):
 
 
 @pytest.fixture(scope="module")
-def bm25_server(shared_data, tmp_path_factory):
+def bm25_server(qa_data, tmp_path_factory):
     from marag.retrieval import build_index, open_index
 
     out = tmp_path_factory.mktemp("bm25") / "nq"
-    build_index(shared_data / "nq_open.corpus.jsonl", out, kind="bm25", show_progress=False)
+    build_index(qa_data / "nq_open.corpus.jsonl", out, kind="bm25", show_progress=False)
     index = open_index(out)
     with Served(index) as url:
         yield index, url

@@ -20,7 +20,7 @@ def test_results_equal_raw_faiss(dense_index, nq_queries):
     assert isinstance(idx, DenseIndex)
     hits = idx.search_batch(nq_queries, k=5)
     emb = np.load(dense_index / "embeddings.npy")
-    assert emb.shape == (200, 384)
+    assert emb.shape == (60, 384)
     assert np.allclose(np.linalg.norm(emb, axis=1), 1.0, atol=1e-5)
     raw = faiss.IndexFlatIP(emb.shape[1])
     raw.add(emb)

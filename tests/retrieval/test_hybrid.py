@@ -29,7 +29,7 @@ def test_rrf_weights_ties_and_errors():
 def test_hybrid_fuses_its_parts(bm25_index, dense_index, nq_queries, tmp_path):
     out = make_hybrid(tmp_path / "hybrid", bm25_index, dense_index, depth=20)
     idx = open_index(out)
-    assert isinstance(idx, HybridIndex) and len(idx) == 200
+    assert isinstance(idx, HybridIndex) and len(idx) == 60
     hits = idx.search_batch(nq_queries, 5)
     bm25 = open_index(bm25_index).search_batch(nq_queries, 20)
     dense = open_index(dense_index).search_batch(nq_queries, 20)

@@ -1,6 +1,6 @@
 """The retrieval server: Search-R1 and MMOA-RAG wire formats, request validation, failures.
 
-Runs in-process with FastAPI's TestClient over real passages from the shared NQ-open corpus:
+Runs in-process with FastAPI's TestClient over real passages from the NQ-open fixture corpus:
 first a small word-overlap retriever written here, then a real BM25 index when it is built.
 """
 
@@ -27,16 +27,16 @@ QUERIES = [
 
 
 @pytest.fixture(scope="module")
-def overlap(shared_data) -> WordOverlapRetriever:
-    return WordOverlapRetriever(load_passages(shared_data))
+def overlap(qa_data) -> WordOverlapRetriever:
+    return WordOverlapRetriever(load_passages(qa_data))
 
 
 @pytest.fixture(scope="module")
-def bm25(shared_data, tmp_path_factory):
+def bm25(qa_data, tmp_path_factory):
     from marag.retrieval import build_index, open_index
 
     out = tmp_path_factory.mktemp("bm25") / "nq"
-    build_index(shared_data / "nq_open.corpus.jsonl", out, kind="bm25", show_progress=False)
+    build_index(qa_data / "nq_open.corpus.jsonl", out, kind="bm25", show_progress=False)
     index = open_index(out)
     yield index
     index.close()

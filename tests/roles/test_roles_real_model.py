@@ -17,12 +17,12 @@ from marag.types import Passage
 pytestmark = pytest.mark.slow
 
 
-def _hotpot_case(shared_data):
-    with open(shared_data / "hotpotqa.questions.jsonl", encoding="utf-8") as f:
+def _hotpot_case(qa_data):
+    with open(qa_data / "hotpotqa.questions.jsonl", encoding="utf-8") as f:
         q = json.loads(f.readline())
     wanted = set(q["context_passage_ids"][:4])
     docs = []
-    with open(shared_data / "hotpotqa.corpus.jsonl", encoding="utf-8") as f:
+    with open(qa_data / "hotpotqa.corpus.jsonl", encoding="utf-8") as f:
         for line in f:
             d = json.loads(line)
             if d["id"] in wanted:
@@ -58,7 +58,7 @@ def _calls(question, docs):
     ]
 
 
-def test_every_role_on_smollm2(shared_data):
+def test_every_role_on_smollm2(qa_data):
     import torch
 
     from marag.config import LLMConfig
@@ -66,7 +66,7 @@ def test_every_role_on_smollm2(shared_data):
     from marag.llm.factory import make_llm
 
     threads = torch.get_num_threads()  # n_threads below is process-wide; restored at the end
-    question, docs = _hotpot_case(shared_data)
+    question, docs = _hotpot_case(qa_data)
     calls = _calls(question, docs)
     assert {name for name, _, _ in calls} == set(ROLES)
     # One torch thread: on a shared, busy CPU more threads only spin against each other.

@@ -1,4 +1,4 @@
-"""Fixtures for workflow tests: a real BM25 index over the HotpotQA passages in ../shared/data
+"""Fixtures for workflow tests: a real BM25 index over the HotpotQA fixture passages
 and a helper that builds a Context around scripted backends."""
 
 from __future__ import annotations
@@ -14,11 +14,11 @@ from marag.workflows import Context
 
 
 @pytest.fixture(scope="session")
-def hotpot_retriever(shared_data: Path, tmp_path_factory: pytest.TempPathFactory) -> Retriever:
+def hotpot_retriever(qa_data: Path, tmp_path_factory: pytest.TempPathFactory) -> Retriever:
     from marag.retrieval import build_index, open_index
 
     out = tmp_path_factory.mktemp("hotpot_bm25")
-    build_index(shared_data / "hotpotqa.corpus.jsonl", out / "idx", kind="bm25")
+    build_index(qa_data / "hotpotqa.corpus.jsonl", out / "idx", kind="bm25")
     return open_index(out / "idx")
 
 

@@ -33,10 +33,10 @@ async def test_qdp_children_run_concurrently(hotpot_retriever, ctx_for):
     assert child_roles == ["planner", "R", "AG"] * 4  # merged back in child order
 
 
-async def test_many_questions_share_one_event_loop(hotpot_retriever, ctx_for, shared_data):
+async def test_many_questions_share_one_event_loop(hotpot_retriever, ctx_for, qa_data):
     from marag.types import iter_jsonl
 
-    rows = [d for _, d in iter_jsonl(shared_data / "hotpotqa.questions.jsonl")][:24]
+    rows = [d for _, d in iter_jsonl(qa_data / "hotpotqa.questions.jsonl")][:24]
     questions = [Question(d["id"], d["question"], d["golden_answers"]) for d in rows]
     llm = ScriptedLLM({"planner": "<workflow>R, AG</workflow>", "AG": "<answer>x</answer>"},
                       latency=LAT)

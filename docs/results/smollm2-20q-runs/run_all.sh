@@ -12,7 +12,7 @@ for m in llm-only vanilla jade mao-arag mmoa-rag m-ask; do
     /usr/bin/time -f "wall %e s" .venv/bin/marag eval --config configs/$m.yaml \
       --dataset ../shared/data/$ds.questions.jsonl --index runs/idx/$ds-bm25 \
       --limit 20 --seed 0 --concurrency 20 --no-progress \
-      --set method.top_k=3 --set retrieval.k=3 --set method.candidates=4 --set method.max_turns=2 \
+      --set method.top_k=3 --set method.candidates=4 --set method.max_turns=2 \
       --out runs/smollm2-20/$m-$ds
   done
 done

@@ -6,7 +6,7 @@ import argparse
 import sys
 from typing import Any
 
-from marag.commands.options import add_run_options, run_overrides
+from marag.commands.options import add_run_options, load_run_config, run_overrides
 
 HELP = "answer one question with a multi-agent RAG method and print the trace"
 
@@ -19,7 +19,7 @@ def register(sub: Any) -> None:
     p.add_argument("question", help="the question to answer")
     add_run_options(p, index_help="retrieval index directory or built-in corpus")
     p.add_argument("--k", type=int, default=None,
-                   help="documents per retrieval; sets method.top_k and retrieval.k")
+                   help="documents per retrieval; sets method.top_k")
     p.add_argument("--answer", dest="golden", action="append", default=[], metavar="TEXT",
                    help="a golden answer (repeatable): the trace then carries EM/F1/Acc")
     out = p.add_mutually_exclusive_group()
@@ -32,7 +32,7 @@ def flag_overrides(args: argparse.Namespace) -> list[str]:
     """The shorthand options as ``key=value`` overrides (before the explicit ``--set`` ones)."""
     out = run_overrides(args)
     if args.k is not None:
-        out += [f"method.top_k={args.k}", f"retrieval.k={args.k}"]
+        out.append(f"method.top_k={args.k}")
     return out + list(args.overrides)
 
 
@@ -41,10 +41,13 @@ def run(args: argparse.Namespace) -> int:
     import json
 
     from marag.api import ask_async
-    from marag.config import load_config
     from marag.workflows.render import render_trace
 
-    config = load_config(args.config, flag_overrides(args))
+    if not args.question.strip():
+        print("marag ask: the question is empty; give the question to answer in quotes",
+              file=sys.stderr)
+        return 2
+    config = load_run_config(args, flag_overrides(args))
     try:
         trace = asyncio.run(ask_async(args.question, config=config,
                                       golden_answers=args.golden))

@@ -7,7 +7,7 @@ import sys
 from pathlib import Path
 from typing import Any
 
-from marag.commands.options import add_run_options, run_overrides
+from marag.commands.options import add_run_options, load_run_config, run_overrides
 
 HELP = "evaluate a method on a QA dataset (resumable; writes traces, metrics.json, report.md)"
 
@@ -70,10 +70,9 @@ def print_summary(out_dir: Path, s: dict[str, Any]) -> None:
 def run(args: argparse.Namespace) -> int:
     import asyncio
 
-    from marag.config import load_config
     from marag.eval.rundir import RunDirError
 
-    config = load_config(args.config, flag_overrides(args))
+    config = load_run_config(args, flag_overrides(args))
     out = Path(args.out) if args.out else default_out(config.method.name, args.dataset)
     try:
         result = asyncio.run(_run(args, config, out))
@@ -92,8 +91,8 @@ async def _run(args: argparse.Namespace, config: Any, out: Path) -> Any:
     import yaml
 
     from marag.datasets import load_questions
+    from marag.eval.identity import config_identity, run_info
     from marag.eval.runner import evaluate, prepare_run
-    from marag.eval.setup import config_identity, run_info
 
     questions = load_questions(args.dataset, limit=config.eval.limit, seed=config.eval.seed,
                                split=args.split)

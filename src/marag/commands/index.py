@@ -7,6 +7,8 @@ import json
 import sys
 from typing import Any
 
+from marag.config import INDEX_KINDS
+
 
 def register(sub: Any) -> None:
     p = sub.add_parser("index", help="build or inspect a retrieval index")
@@ -15,7 +17,7 @@ def register(sub: Any) -> None:
     b = isub.add_parser("build", help="index a corpus (JSONL, .gz ok) or the built-in wiki-demo")
     b.add_argument("--corpus", required=True, help="corpus file, or 'wiki-demo'")
     b.add_argument("--out", required=True, help="index directory to create")
-    b.add_argument("--kind", choices=["bm25", "dense", "hybrid"], default="bm25")
+    b.add_argument("--kind", choices=INDEX_KINDS, default="bm25")
     b.add_argument("--encoder", default=None, help="dense encoder (default all-MiniLM-L6-v2)")
     b.add_argument("--faiss", choices=["flat", "hnsw", "ivf"], default="flat")
     b.add_argument("--batch-size", type=int, default=None)
@@ -27,7 +29,7 @@ def register(sub: Any) -> None:
 
     i = isub.add_parser("info", help="print an index's manifest")
     i.add_argument("dir", help="index directory, or 'wiki-demo'")
-    i.add_argument("--kind", choices=["bm25", "dense", "hybrid"], default="bm25",
+    i.add_argument("--kind", choices=INDEX_KINDS, default="bm25",
                    help="which wiki-demo index (when DIR is wiki-demo)")
     i.set_defaults(func=run_info)
 
@@ -52,7 +54,7 @@ def run_build(args: argparse.Namespace) -> int:
     except (FileNotFoundError, ValueError) as e:
         print(f"marag index build: {e}", file=sys.stderr)
         return 1
-    from marag.retrieval.index import read_manifest
+    from marag.retrieval.manifest import read_manifest
 
     m = read_manifest(out)
     print(f"built {m['kind']} index of {m['count']} passages in {m['build_seconds']:.1f}s: {out}")
@@ -60,15 +62,11 @@ def run_build(args: argparse.Namespace) -> int:
 
 
 def run_info(args: argparse.Namespace) -> int:
-    from marag.retrieval.index import BadIndexError, read_manifest
+    from marag.retrieval.factory import index_dir
+    from marag.retrieval.manifest import BadIndexError, read_manifest
 
-    path = args.dir
-    if path == "wiki-demo":
-        from marag.retrieval.demo import demo_index
-
-        path = demo_index(args.kind)
     try:
-        manifest = read_manifest(path)
+        manifest = read_manifest(index_dir(args.dir, args.kind))
     except BadIndexError as e:
         print(f"marag index info: {e}", file=sys.stderr)
         return 1

@@ -9,12 +9,13 @@ from __future__ import annotations
 import argparse
 from typing import Any
 
-METHODS_HELP = "llm-only | vanilla | mmoa-rag | mao-arag | jade | m-ask"
+from marag.config import METHOD_NAMES, Config, MethodConfig
 
 
 def add_run_options(p: Any, *, index_help: str) -> None:
-    p.add_argument("--method", default=None,
-                   help=f"{METHODS_HELP} (default: method.name from the config, jade)")
+    default = MethodConfig.model_fields["name"].default
+    p.add_argument("--method", default=None, choices=METHOD_NAMES,
+                   help=f"method to run (default: method.name from the config, {default})")
     p.add_argument("--config", default=None, help="YAML config file")
     p.add_argument("--set", dest="overrides", action="append", default=[], metavar="KEY=VALUE",
                    help="config override, repeatable (e.g. --set method.max_rounds=4); "
@@ -28,6 +29,17 @@ def add_run_options(p: Any, *, index_help: str) -> None:
     p.add_argument("--adapter", action="append", default=[], metavar="DIR",
                    help="LoRA adapter folder from marag train/sft (its policy/ folder or the "
                         "run's export), merged into the default hf model; repeatable, in order")
+
+
+def load_run_config(args: argparse.Namespace, overrides: list[str]) -> Config:
+    """The config of a run command. Role names under ``roles:`` are checked here too, so a
+    misspelt one fails before a run directory, a model or an index is touched."""
+    from marag.config import load_config
+    from marag.roles.registry import check_role_map
+
+    config = load_config(args.config, overrides)
+    check_role_map(config.roles)
+    return config
 
 
 def run_overrides(args: argparse.Namespace) -> list[str]:

@@ -8,13 +8,15 @@ import sys
 import textwrap
 from typing import Any
 
+from marag.config import INDEX_KINDS
+
 
 def register(sub: Any) -> None:
     p = sub.add_parser("search", help="search an index")
     p.add_argument("index", help="index directory, or 'wiki-demo'")
     p.add_argument("query", nargs="+", help="one or more queries")
     p.add_argument("-k", type=int, default=5, help="passages per query")
-    p.add_argument("--kind", choices=["bm25", "dense", "hybrid"], default="bm25",
+    p.add_argument("--kind", choices=INDEX_KINDS, default="bm25",
                    help="which wiki-demo index (when INDEX is wiki-demo)")
     p.add_argument("--json", action="store_true", help="print Hits as JSON, one line per query")
     p.add_argument("--width", type=int, default=100, help="snippet width")
@@ -22,18 +24,14 @@ def register(sub: Any) -> None:
 
 
 def run(args: argparse.Namespace) -> int:
-    from marag.retrieval import RetrievalError, open_index
+    from marag.retrieval import RetrievalError
+    from marag.retrieval.factory import index_dir, open_index
 
     if args.k < 1:
         print("marag search: -k must be at least 1", file=sys.stderr)
         return 2
-    path = args.index
     try:
-        if path == "wiki-demo":
-            from marag.retrieval.demo import demo_index
-
-            path = demo_index(args.kind)
-        retriever = open_index(path)
+        retriever = open_index(index_dir(args.index, args.kind))
         hits = retriever.search_batch(list(args.query), args.k)
     except (RetrievalError, FileNotFoundError) as e:
         print(f"marag search: {e}", file=sys.stderr)

@@ -5,6 +5,8 @@ from __future__ import annotations
 import argparse
 import sys
 
+from marag.config import INDEX_KINDS
+
 
 def register(subparsers: argparse._SubParsersAction) -> None:
     p = subparsers.add_parser(
@@ -17,7 +19,7 @@ def register(subparsers: argparse._SubParsersAction) -> None:
         ),
     )
     p.add_argument("index", metavar="INDEX", help="index directory, or a built-in corpus such as wiki-demo")
-    p.add_argument("--kind", choices=["bm25", "dense", "hybrid"], default="bm25",
+    p.add_argument("--kind", choices=INDEX_KINDS, default="bm25",
                    help="index kind to open or build (default: bm25)")
     p.add_argument("--host", default="127.0.0.1",
                    help="address to bind (default 127.0.0.1; use 0.0.0.0 only on a trusted network)")

@@ -10,7 +10,7 @@ import sys
 from pathlib import Path
 from typing import Any
 
-from marag.commands.options import add_run_options, run_overrides
+from marag.commands.options import add_run_options, load_run_config, run_overrides
 
 HELP = "train the shared LLM backbone of a method with reinforcement learning"
 
@@ -29,10 +29,9 @@ def register(sub: Any) -> None:
 def run(args: argparse.Namespace) -> int:
     import yaml
 
-    from marag.config import load_config
     from marag.train.data import split_questions
 
-    config = load_config(args.config, run_overrides(args) + list(args.overrides))
+    config = load_run_config(args, run_overrides(args) + list(args.overrides))
     out = Path(args.out)
     text = yaml.safe_dump(config.model_dump(mode="json"), sort_keys=False)
     saved = out / "config.yaml"

@@ -8,7 +8,8 @@ from pathlib import Path
 from typing import Any
 
 from marag.eval.rundir import MANIFEST, TRACES, RunDirError, recover_traces
-from marag.eval.summary import Scorer, summarize
+from marag.eval.summary import summarize
+from marag.metrics import Scorer
 from marag.types import Trace
 
 

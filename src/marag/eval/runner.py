@@ -20,7 +20,8 @@ from typing import Any
 
 from marag.eval.run_markdown import run_markdown
 from marag.eval.rundir import METRICS, REPORT, RunDir, ids_digest, open_run_dir
-from marag.eval.summary import Scorer, default_scorer, score_trace, summarize, trace_cost
+from marag.eval.summary import summarize, trace_cost
+from marag.metrics import Scorer, score, score_trace
 from marag.types import Question, Trace
 
 log = logging.getLogger(__name__)
@@ -37,9 +38,7 @@ class EvalResult:
 
 
 def failed_trace(question: Question, method: str, error: str, seconds: float = 0.0) -> Trace:
-    trace = Trace(id=question.id, question=question.question, method=method,
-                  golden_answers=list(question.golden_answers), dataset=question.dataset,
-                  status="failed", error=error)
+    trace = Trace.from_question(question, method, status="failed", error=error)
     trace.cost.seconds = seconds
     return trace
 
@@ -47,8 +46,9 @@ def failed_trace(question: Question, method: str, error: str, seconds: float = 0
 class _Progress:
     """tqdm bar on stderr with running F1 and mean cost; a no-op when disabled."""
 
-    def __init__(self, total: int, done: list[Trace], scorer: Scorer, enabled: bool) -> None:
-        self.f1 = [score_trace(t, scorer)["f1"] for t in done]
+    def __init__(self, total: int, done: list[Trace], enabled: bool) -> None:
+        # Recorded traces carry the scores the runner gave them when they were written.
+        self.f1 = [t.metrics.get("f1", 0.0) for t in done]
         self.tokens = [trace_cost(t)["total_tokens"] for t in done]
         self.seconds = [t.cost.seconds for t in done]
         self.failed = sum(t.status == "failed" for t in done)
@@ -206,7 +206,7 @@ async def evaluate(
     run = out if isinstance(out, RunDir) else prepare_run(
         questions, out, name, identity=identity, info=info, force=force,
         retry_failed=retry_failed)
-    scorer = scorer or default_scorer()
+    scorer = scorer or score
 
     wanted = set(ids)
     stray = [i for i in run.done if i not in wanted]
@@ -218,7 +218,7 @@ async def evaluate(
     if skipped:
         log.info("resuming %s: %d done, %d to run", run.path, skipped, len(pending))
 
-    bar = _Progress(len(questions), [run.done[i] for i in ids if i in run.done], scorer, progress)
+    bar = _Progress(len(questions), [run.done[i] for i in ids if i in run.done], progress)
     writer = _GroupWriter(run)
     queue: asyncio.Queue[Question] = asyncio.Queue()
     for q in pending:

@@ -9,12 +9,12 @@ a metric fix.
 from __future__ import annotations
 
 from collections import Counter, defaultdict
-from collections.abc import Callable, Iterable
+from collections.abc import Iterable
 from typing import Any
 
+from marag.metrics import ANSWER_METRICS, Scorer, score_trace
 from marag.types import Trace
 
-ANSWER_METRICS = ("em", "f1", "acc")
 COST_FIELDS = (
     "llm_calls",
     "prompt_tokens",
@@ -28,22 +28,6 @@ COST_FIELDS = (
 NO_WORKFLOW = "(none)"
 PLANNER = "planner"
 FALLBACK = " (fallback)"
-
-Scorer = Callable[[str, list[str]], dict[str, float]]
-
-
-def default_scorer() -> Scorer:
-    from marag.metrics import score
-
-    return score
-
-
-def score_trace(trace: Trace, scorer: Scorer | None = None) -> dict[str, float]:
-    """EM/F1/acc of the trace's final answer; a trace without an answer scores zero."""
-    if trace.answer is None:
-        return {m: 0.0 for m in ANSWER_METRICS}
-    scores = (scorer or default_scorer())(trace.answer, list(trace.golden_answers))
-    return {m: float(scores[m]) for m in ANSWER_METRICS}
 
 
 def workflow_type(trace: Trace) -> str:
@@ -131,7 +115,6 @@ def summarize(traces: Iterable[Trace], scorer: Scorer | None = None) -> dict[str
     plus ``roles`` and ``workflows`` per dataset name).
     """
     traces = list(traces)
-    scorer = scorer or (default_scorer() if traces else None)
     scores = [score_trace(t, scorer) for t in traces]
     out = _group(traces, scores)
     out["status"] = dict(sorted(Counter(t.status for t in traces).items()))

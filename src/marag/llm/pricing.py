@@ -34,7 +34,10 @@ def money(model: str, prompt_tokens: int, completion_tokens: int,
     if prompt_tokens < 0 or completion_tokens < 0:
         raise ValueError(f"token counts must be >= 0, got {prompt_tokens}, {completion_tokens}")
     price = find_price(model, prices)
-    if price is None:
-        return 0.0
+    return 0.0 if price is None else charge(price, prompt_tokens, completion_tokens)
+
+
+def charge(price: Price, prompt_tokens: int, completion_tokens: int) -> float:
+    """USD cost of ``prompt_tokens`` + ``completion_tokens`` at ``price``."""
     return (prompt_tokens * price.prompt_per_million
             + completion_tokens * price.completion_per_million) / 1_000_000

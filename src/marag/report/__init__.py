@@ -10,7 +10,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from marag.eval.load import load_run
-from marag.eval.summary import Scorer
+from marag.metrics import Scorer
 from marag.report.table import Row, comparison_table, group_rows, report_markdown
 
 __all__ = ["Report", "Row", "build_report", "comparison_table", "group_rows"]

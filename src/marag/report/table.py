@@ -12,7 +12,8 @@ from typing import Any
 
 from marag.eval.load import RunData
 from marag.eval.run_markdown import md_table, pct
-from marag.eval.summary import Scorer, summarize
+from marag.eval.summary import summarize
+from marag.metrics import Scorer
 from marag.types import Trace
 
 TABLE_COSTS = {

@@ -25,10 +25,10 @@ __all__ = [
 ]
 
 _LAZY = {
-    "build_index": "marag.retrieval.index",
-    "open_index": "marag.retrieval.index",
-    "open_retriever": "marag.retrieval.index",
-    "BadIndexError": "marag.retrieval.index",
+    "build_index": "marag.retrieval.factory",
+    "open_index": "marag.retrieval.factory",
+    "open_retriever": "marag.retrieval.factory",
+    "BadIndexError": "marag.retrieval.manifest",
     "rrf": "marag.retrieval.hybrid",
 }
 

@@ -24,7 +24,7 @@ import numpy as np
 
 from marag.corpus import DocStore, build_store
 from marag.retrieval.base import Retriever
-from marag.retrieval.index import (
+from marag.retrieval.manifest import (
     MANIFEST,
     STORE_DIR,
     BadIndexError,

@@ -6,8 +6,8 @@ text is CC BY-SA). Only that JSON file is read; the package's code is never impo
 file maps ``title -> {title, extract, description, ...}``; each entry becomes one passage
 (title, extract) whose id is derived from the title, so ids stay stable across rebuilds.
 
-The corpus is written once as JSONL into the cache (``$MARAG_CACHE`` or ``~/.cache/marag``)
-and indexed on first use into ``indexes/wiki-demo-<kind>``.
+The corpus is written once as JSONL into the cache (``$MARAG_CACHE`` or ``~/.cache/marag``);
+:func:`marag.retrieval.factory.demo_index` indexes it there on first use.
 """
 
 from __future__ import annotations
@@ -17,7 +17,6 @@ import importlib.util
 import json
 import logging
 import os
-import shutil
 from collections.abc import Iterator
 from pathlib import Path
 
@@ -82,26 +81,3 @@ def demo_corpus() -> Path:
     log.info("wrote the %s corpus to %s", NAME, out)
     return out
 
-
-def demo_index(kind: str = "bm25", show_progress: bool = False) -> Path:
-    """Directory of the demo index of ``kind``, built into the cache on first use."""
-    from marag.retrieval.index import MANIFEST, build_index
-
-    out = cache_dir() / "indexes" / f"{NAME}-{kind}"
-    if (out / MANIFEST).is_file():
-        return out
-    corpus = demo_corpus()
-    # build beside the target and rename, so a concurrent or interrupted build never
-    # leaves a half-written index where open_index would find it
-    tmp = out.with_name(f"{out.name}.tmp-{os.getpid()}")
-    log.info("building the %s %s index in %s (first use)", NAME, kind, out)
-    build_index(corpus, tmp, kind=kind, show_progress=show_progress)
-    if out.exists() and not (out / MANIFEST).is_file():
-        shutil.rmtree(out)  # leftovers of a build from an older layout
-    try:
-        os.replace(tmp, out)
-    except OSError:
-        if not (out / MANIFEST).is_file():
-            raise
-        shutil.rmtree(tmp, ignore_errors=True)  # another process finished first
-    return out

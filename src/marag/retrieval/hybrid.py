@@ -13,7 +13,13 @@ from pathlib import Path
 from typing import Any
 
 from marag.retrieval.base import Retriever
-from marag.retrieval.index import BadIndexError, open_index, read_manifest, write_manifest
+from marag.retrieval.manifest import (
+    MANIFEST,
+    BadIndexError,
+    check_corpus,
+    read_manifest,
+    write_manifest,
+)
 from marag.types import Hits
 
 BM25_KEYS = ("k1", "b", "method")
@@ -88,7 +94,7 @@ def build_hybrid(
 
     t0 = time.perf_counter()
     out = Path(out_dir)
-    (out / "manifest.json").unlink(missing_ok=True)  # a rebuild that fails must not look finished
+    (out / MANIFEST).unlink(missing_ok=True)  # a rebuild that fails must not look finished
     bm25_params = {k: params.pop(k) for k in BM25_KEYS if k in params}
     build_bm25(corpus_path, out / "bm25", batch_size=4096, show_progress=show_progress, **bm25_params)
     build_dense(
@@ -111,8 +117,11 @@ class HybridIndex(Retriever):
         parts = self.manifest.get("parts") or {}
         if set(parts) != {"bm25", "dense"}:
             raise BadIndexError(f"{self.dir}: hybrid manifest must name 'bm25' and 'dense' parts")
-        self.bm25 = open_index(self.dir / parts["bm25"], check=check)
-        self.dense = open_index(self.dir / parts["dense"], check=check)
+        from marag.retrieval.bm25 import BM25Index
+        from marag.retrieval.dense import DenseIndex
+
+        self.bm25 = _open_part(BM25Index, self.dir / parts["bm25"], check)
+        self.dense = _open_part(DenseIndex, self.dir / parts["dense"], check)
         if len(self.bm25) != len(self.dense):  # type: ignore[arg-type]
             raise BadIndexError(f"{self.dir}: parts index different passage counts")
         params = self.manifest.get("params", {})
@@ -137,3 +146,11 @@ class HybridIndex(Retriever):
     def close(self) -> None:
         self.bm25.close()
         self.dense.close()
+
+
+def _open_part(cls: Any, path: Path, check: bool) -> Any:
+    """A part index of the kind ``cls`` opens (its constructor refuses any other kind)."""
+    manifest = read_manifest(path)
+    if check:
+        check_corpus(path, manifest)
+    return cls(path, manifest)

@@ -6,7 +6,7 @@ from __future__ import annotations
 from collections.abc import Sequence
 
 from marag.roles.base import Messages, Parsed, Role
-from marag.roles.render import DEFAULT_DOC_WORDS, chat, render_docs, render_pairs
+from marag.roles.prompt import DEFAULT_DOC_WORDS, chat, render_docs, render_pairs
 from marag.roles.tags import find_first, first_line
 from marag.types import Passage
 
@@ -79,7 +79,6 @@ AG = Role(
     parse=parse_answer,
     max_tokens=32,
     stop=("</answer>",),
-    description="answer the question, from documents when given",
 )
 
 AS = Role(
@@ -88,5 +87,4 @@ AS = Role(
     parse=parse_answer,
     max_tokens=32,
     stop=("</answer>",),
-    description="answer a decomposed question from its solved sub-questions",
 )

@@ -6,8 +6,8 @@ honoured the role's format contract, and why not.
 
 from __future__ import annotations
 
-from collections.abc import Callable
-from dataclasses import dataclass, field
+from collections.abc import Callable, Mapping
+from dataclasses import dataclass
 from typing import Any
 
 Messages = list[dict[str, str]]
@@ -22,11 +22,14 @@ class Parsed:
 
 @dataclass(frozen=True, slots=True)
 class Role:
-    """One agent role.
+    """One agent role, called with its inputs only.
 
-    ``build(**inputs)`` returns the chat messages for this call; ``parse(text, **inputs)``
-    turns the completion into a ``Parsed`` (the inputs let a parser check, e.g., that selected
-    document ids are in range). ``stop`` and ``max_tokens`` are the role's decoding limits.
+    ``build(**inputs)`` returns the chat messages for this call. ``parse(text, **context)``
+    turns the completion into a ``Parsed``; ``parse_context(**inputs)`` derives that context
+    from the same inputs (e.g. the selector's number of documents), so a caller never passes a
+    value twice. ``allowed_text(**inputs)``, when set, lists the strings a restricted decoder
+    may emit for these inputs (MMOA-RAG's id-only selector). ``stop`` and ``max_tokens`` are
+    the role's decoding limits. Both derivations ignore inputs they do not need.
     """
 
     name: str
@@ -34,5 +37,17 @@ class Role:
     parse: Callable[..., Parsed]
     max_tokens: int = 128
     stop: tuple[str, ...] = ()
-    description: str = ""
-    extra: dict[str, Any] = field(default_factory=dict)
+    parse_context: Callable[..., dict[str, Any]] | None = None
+    allowed_text: Callable[..., tuple[str, ...]] | None = None
+
+    def read(self, text: str, inputs: Mapping[str, Any]) -> Parsed:
+        """Parse a completion of the call that was built from ``inputs``."""
+        if self.parse_context is None:
+            return self.parse(text)
+        return self.parse(text, **self.parse_context(**inputs))
+
+    def constraint(self, inputs: Mapping[str, Any]) -> tuple[str, ...]:
+        """What a restricted decoder may emit for ``inputs``; an error for a role without one."""
+        if self.allowed_text is None:
+            raise ValueError(f"role {self.name!r} has no decoding constraint")
+        return self.allowed_text(**inputs)

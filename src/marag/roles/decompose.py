@@ -7,7 +7,7 @@ All three answer with numbered tags ``<q1>...</q1><q2>...</q2>``.
 from __future__ import annotations
 
 from marag.roles.base import Messages, Parsed, Role
-from marag.roles.render import chat
+from marag.roles.prompt import chat
 from marag.roles.tags import numbered, scan
 
 MAX_ITEMS = 4
@@ -87,12 +87,16 @@ def parse_mmoa(text: str, max_items: int = MAX_ITEMS, **_: object) -> Parsed:
     return Parsed(items)
 
 
+def split_context(max_items: int = MAX_ITEMS, **_: object) -> dict[str, object]:
+    return {"max_items": max_items}
+
+
 QDS = Role(
     name="QDS",
     build=build_qds,
     parse=parse_split,
     max_tokens=128,
-    description="split into sub-questions answered in order, each using earlier answers",
+    parse_context=split_context,
 )
 
 QDP = Role(
@@ -100,7 +104,7 @@ QDP = Role(
     build=build_qdp,
     parse=parse_split,
     max_tokens=128,
-    description="split into independent sub-questions answered concurrently",
+    parse_context=split_context,
 )
 
 MMOA_QR = Role(
@@ -108,5 +112,4 @@ MMOA_QR = Role(
     build=build_mmoa,
     parse=parse_mmoa,
     max_tokens=128,
-    description="MMOA-RAG query rewriter: one to four search queries",
 )

@@ -13,7 +13,7 @@ from collections.abc import Sequence
 
 from marag.roles.answer import parse_tagged_answer
 from marag.roles.base import Messages, Parsed, Role
-from marag.roles.render import DEFAULT_DOC_WORDS, chat, render_docs, render_list, render_state
+from marag.roles.prompt import DEFAULT_DOC_WORDS, chat, render_docs, render_list, render_state
 from marag.roles.tags import find_first, numbered, scan
 from marag.types import Passage
 
@@ -235,14 +235,21 @@ def _is_no_info(s: str) -> bool:
     return s.casefold().rstrip(".! ") == NO_INFO.casefold()
 
 
+def search_context(history: Sequence[str] = (), **_: object) -> dict[str, object]:
+    return {"history": history}
+
+
+def update_context(state: Sequence[Sequence[str]] = (), **_: object) -> dict[str, object]:
+    return {"n_pairs": len(state)}
+
+
 PLAN = Role("mask.plan", build_plan, parse_plan, max_tokens=160,
-            stop=("</predicted_answer>",), description="sub-questions and answers from memory")
+            stop=("</predicted_answer>",))
 SEARCH = Role("mask.search", build_search, parse_search, max_tokens=40, stop=("</search>",),
-              description="next search query, or <end>")
+              parse_context=search_context)
 SUMMARY = Role("mask.summary", build_summary, parse_summary, max_tokens=80,
-               stop=("</evidence>",), description="evidence for the query from the documents")
+               stop=("</evidence>",))
 UPDATE = Role("mask.update", build_update, parse_update, max_tokens=12,
-              stop=("</Update>", "</Add>", "</update>", "</add>"),
-              description="replace a pair of the knowledge state, or append one")
+              stop=("</Update>", "</Add>", "</update>", "</add>"), parse_context=update_context)
 ANSWER = Role("mask.answer", build_answer, parse_answer, max_tokens=32,
-              stop=("</predicted_answer>",), description="final answer from the knowledge state")
+              stop=("</predicted_answer>",))

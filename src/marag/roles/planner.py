@@ -8,14 +8,12 @@ retrieving (R). The workflow engine applies its configured fallback when a plan 
 from __future__ import annotations
 
 import re
+from collections.abc import Sequence
 
+from marag.config import DECOMPOSE_CODES, ROLE_CODES, SOLVING_CODES
 from marag.roles.base import Messages, Parsed, Role
-from marag.roles.render import chat
+from marag.roles.prompt import chat
 from marag.roles.tags import find_first
-
-SOLVING_ORDER = ("QR", "R", "DS", "AG")
-DECOMPOSE = ("QDS", "QDP")
-CODES = ("QR", "QDS", "QDP", "R", "DS", "AG", "AS")
 
 _CODE = re.compile(r"[A-Za-z]+")
 _KNOWN_IN_PROSE = re.compile(r"\b(QDS|QDP|QR|DS|AG|AS|R)\b")
@@ -62,16 +60,21 @@ def parse(text: str, allow_decompose: bool = True, **_: object) -> Parsed:
     return Parsed(codes, not reason, reason)
 
 
-def check(codes: list[str], allow_decompose: bool = True) -> str:
-    """Why ``codes`` is not a valid plan, or ``""`` when it is."""
+def parse_context(allow_decompose: bool = True, **_: object) -> dict[str, object]:
+    return {"allow_decompose": allow_decompose}
+
+
+def check(codes: Sequence[str], allow_decompose: bool = True) -> str:
+    """Why ``codes`` is not a valid plan, or ``""`` when it is. The one statement of the rule."""
+    codes = list(codes)
     if not codes:
         return "empty workflow"
-    unknown = [c for c in codes if c not in CODES]
+    unknown = [c for c in codes if c not in ROLE_CODES]
     if unknown:
         return "unknown code(s): " + ", ".join(dict.fromkeys(unknown))
     if "AS" in codes:
         return "AS is applied by the engine and cannot be planned"
-    if any(c in DECOMPOSE for c in codes):
+    if any(c in DECOMPOSE_CODES for c in codes):
         if len(codes) > 1:
             return "QDS/QDP must be the only code in a plan"
         if not allow_decompose:
@@ -80,7 +83,7 @@ def check(codes: list[str], allow_decompose: bool = True) -> str:
     repeated = [c for c in dict.fromkeys(codes) if codes.count(c) > 1]
     if repeated:
         return "repeated code(s): " + ", ".join(repeated)
-    positions = [SOLVING_ORDER.index(c) for c in codes]
+    positions = [SOLVING_CODES.index(c) for c in codes]
     if positions != sorted(positions):
         return "codes out of order (expected order QR, R, DS, AG)"
     if codes[-1] != "AG":
@@ -90,11 +93,17 @@ def check(codes: list[str], allow_decompose: bool = True) -> str:
     return ""
 
 
+def is_solving(codes: Sequence[str]) -> bool:
+    """A plan that answers its node itself: an ordered subsequence of QR, R, DS, AG that ends
+    with AG, with DS only after R (no decomposition)."""
+    return not check(codes, allow_decompose=False)
+
+
 ROLE = Role(
     name="planner",
     build=build,
     parse=parse,
     max_tokens=24,
     stop=("</workflow>",),
-    description="choose a decomposition or a solving workflow for one (sub-)question",
+    parse_context=parse_context,
 )

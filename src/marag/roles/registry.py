@@ -2,8 +2,15 @@
 
 from __future__ import annotations
 
+import difflib
+from collections.abc import Mapping
+
+from marag.config import ConfigError
 from marag.roles import answer, decompose, mask, planner, rewrite, select
 from marag.roles.base import Role
+
+# The key of the config's ``roles:`` map that routes every role not named there.
+DEFAULT = "default"
 
 ROLES: dict[str, Role] = {
     r.name: r
@@ -31,3 +38,15 @@ def get_role(name: str) -> Role:
     except KeyError:
         known = ", ".join(ROLES)
         raise KeyError(f"unknown role {name!r}; known roles: {known}") from None
+
+
+def check_role_map(roles: Mapping[str, str]) -> None:
+    """Refuse a ``roles:`` config map with a key that is not a role (or ``default``): a misspelt
+    role would otherwise run silently on the default backend."""
+    known = [*ROLES, DEFAULT]
+    for key in roles:
+        if key in known:
+            continue
+        close = difflib.get_close_matches(key, known, n=1)
+        hint = f" (did you mean '{close[0]}'?)" if close else ""
+        raise ConfigError(f"unknown role 'roles.{key}'{hint}; known roles: {', '.join(known)}")

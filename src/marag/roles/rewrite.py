@@ -9,7 +9,7 @@ from __future__ import annotations
 from collections.abc import Sequence
 
 from marag.roles.base import Messages, Parsed, Role
-from marag.roles.render import chat, render_pairs
+from marag.roles.prompt import chat, render_pairs
 from marag.roles.tags import find_first, first_line
 
 _SYSTEM = """Rewrite the question as one short search query. Keep every name, date and \
@@ -42,11 +42,15 @@ def parse(text: str, question: str = "", **_: object) -> Parsed:
     return Parsed(fallback, False, "no <query> tag")
 
 
+def parse_context(question: str = "", **_: object) -> dict[str, object]:
+    return {"question": question}
+
+
 ROLE = Role(
     name="QR",
     build=build,
     parse=parse,
     max_tokens=40,
     stop=("</query>",),
-    description="rewrite a (sub-)question as a self-contained search query",
+    parse_context=parse_context,
 )

@@ -12,7 +12,7 @@ import re
 from collections.abc import Sequence
 
 from marag.roles.base import Messages, Parsed, Role
-from marag.roles.render import DEFAULT_DOC_WORDS, chat, render_docs
+from marag.roles.prompt import DEFAULT_DOC_WORDS, chat, render_docs
 from marag.roles.tags import find_first
 from marag.types import Passage
 
@@ -80,11 +80,20 @@ def allowed_text(n_docs: int) -> tuple[str, ...]:
     return ("<id>", "</id>", "Document", ",", " ", *ids, *(" " + i for i in ids))
 
 
+def parse_context(docs: Sequence[Passage] | None = None, **_: object) -> dict[str, object]:
+    return {"n_docs": len(docs or ())}
+
+
+def docs_allowed_text(docs: Sequence[Passage] | None = None, **_: object) -> tuple[str, ...]:
+    return allowed_text(len(docs or ()))
+
+
 ROLE = Role(
     name="DS",
     build=build,
     parse=parse,
     max_tokens=40,
     stop=("</id>",),
-    description="select the retrieved documents that help answer the question",
+    parse_context=parse_context,
+    allowed_text=docs_allowed_text,
 )

@@ -7,23 +7,22 @@
 
 from __future__ import annotations
 
+from marag.config import METHOD_NAMES
 from marag.types import Question, Trace
 from marag.workflows.engine import Context, Method, Run, execute, method
 from marag.workflows.mask import mask
 from marag.workflows.planner import solve
 from marag.workflows.static import llm_only, mmoa, vanilla
 
+# The body of each method, in the order of config.METHOD_NAMES (llm-only, vanilla, mmoa-rag,
+# mao-arag, jade, m-ask): jade and mao-arag share the planner loop and differ in what is trained.
+_BODIES = (llm_only, vanilla, mmoa, solve, solve, mask)
 METHODS: dict[str, Method] = {
-    "llm-only": method("llm-only", llm_only),
-    "vanilla": method("vanilla", vanilla),
-    "mmoa-rag": method("mmoa-rag", mmoa),
-    "mao-arag": method("mao-arag", solve),
-    "jade": method("jade", solve),
-    "m-ask": method("m-ask", mask),
+    name: method(name, body) for name, body in zip(METHOD_NAMES, _BODIES, strict=True)
 }
 
 # Which methods need a retriever (llm-only never searches).
-RETRIEVES = {name: name != "llm-only" for name in METHODS}
+RETRIEVES = {name: body is not llm_only for name, body in zip(METHOD_NAMES, _BODIES, strict=True)}
 
 
 async def run_method(name: str, question: Question, ctx: Context, sample: int = 0) -> Trace:

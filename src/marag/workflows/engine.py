@@ -25,8 +25,8 @@ from typing import Any
 
 from marag.config import Config, ConfigError, Price
 from marag.llm.base import LLM, LLMError, SamplingParams, current_role
-from marag.llm.pricing import find_price
-from marag.metrics import score
+from marag.llm.pricing import charge, find_price
+from marag.metrics import score_trace
 from marag.retrieval.base import RetrievalError, Retriever
 from marag.roles.base import Parsed, Role
 from marag.types import Hits, Node, Question, Step, Trace
@@ -35,6 +35,7 @@ from marag.workflows.turns import paper_turns
 log = logging.getLogger(__name__)
 
 Body = Callable[["Run"], Awaitable[None]]
+EMPTY_QUESTION = "empty question: nothing to answer"
 Method = Callable[..., Awaitable[Trace]]  # (question, ctx, sample=0) -> Trace
 
 
@@ -62,6 +63,11 @@ class Context:
     logprobs: bool = False
     _routes: dict[str, Route] = field(default_factory=dict, repr=False)
     _prices: dict[str, Price | None] = field(default_factory=dict, repr=False)
+
+    def __post_init__(self) -> None:
+        from marag.roles.registry import check_role_map
+
+        check_role_map(self.config.roles)
 
     def route(self, role_name: str) -> Route:
         r = self._routes.get(role_name)
@@ -120,11 +126,7 @@ class Run:
 
     def __init__(self, ctx: Context, question: Question, method: str, sample: int = 0) -> None:
         self.ctx = ctx
-        self.trace = Trace(
-            id=question.id, question=question.question, method=method,
-            golden_answers=list(question.golden_answers), dataset=question.dataset,
-            sample=sample,
-        )
+        self.trace = Trace.from_question(question, method, sample=sample)
         self.steps = self.trace.steps
         self.round = 0
         self.t0 = time.perf_counter()
@@ -148,6 +150,15 @@ class Run:
             parent.children.append(node.id)
         return node
 
+    def answer(self, node: Node, value: Any) -> str:
+        """Write ``value`` (a role's parsed answer) as ``node``'s answer and mark it solved; the
+        root's answer is the trace's answer. Returns the text written."""
+        text = as_answer(value)
+        node.answer, node.solved = text, True
+        if node.parent is None:
+            self.trace.answer = text
+        return text
+
     def note(self, text: str) -> None:
         self.trace.notes.append(text)
         log.debug("%s: %s", self.trace.id, text)
@@ -165,12 +176,16 @@ class Run:
 
     async def call(
         self, role_name: str, node_id: int = 0, *, round: int | None = None, turn: int = 0,
-        parse_ctx: dict[str, Any] | None = None, sampling: dict[str, Any] | None = None,
-        **inputs: Any,
+        sampling: dict[str, Any] | None = None, constrained: bool = False, **inputs: Any,
     ) -> tuple[Parsed, Step]:
-        """Run one role: build messages from ``inputs``, call its backend, parse, record."""
+        """Run one role: build messages from ``inputs``, call its backend, parse, record.
+
+        The role derives its parser's context from ``inputs``; ``constrained`` restricts
+        decoding to what the role allows for these inputs (local backends)."""
         route = self.ctx.route(role_name)
         messages = route.role.build(**inputs)
+        if constrained:
+            sampling = {**(sampling or {}), "allowed_text": route.role.constraint(inputs)}
         params = route.params.replace(**sampling) if sampling else route.params
         if params.seed is not None:
             params = params.replace(seed=self._call_seed(params.seed, role_name, node_id))
@@ -184,7 +199,7 @@ class Run:
         if len(out) != 1:
             raise LLMError(f"backend '{route.backend}' returned {len(out)} completions for 1 prompt")
         c = out[0]
-        parsed = route.role.parse(c.text, **parse_ctx) if parse_ctx else route.role.parse(c.text)
+        parsed = route.role.read(c.text, inputs)
         model = c.model or route.llm.model
         step = Step(
             role=role_name, node_id=node_id, round=self.round if round is None else round,
@@ -202,8 +217,7 @@ class Run:
         cost.completion_tokens += c.completion_tokens
         price = self.ctx.price(model)
         if price is not None:
-            cost.money += (c.prompt_tokens * price.prompt_per_million
-                           + c.completion_tokens * price.completion_per_million) / 1e6
+            cost.money += charge(price, c.prompt_tokens, c.completion_tokens)
         if not parsed.valid:
             log.debug("%s: %s output invalid: %s", self.trace.id, role_name, parsed.reason)
         return parsed, step
@@ -280,7 +294,12 @@ async def execute(name: str, body: Body, question: Question, ctx: Context,
     run = Run(ctx, question, name, sample)
     trace = run.trace
     try:
-        await body(run)
+        if not question.question.strip():
+            # Recorded like any other per-question failure, so a batch keeps every item.
+            trace.status, trace.error = "failed", EMPTY_QUESTION
+            log.warning("question %s failed: %s", trace.id, trace.error)
+        else:
+            await body(run)
     except (LLMError, RetrievalError, ConfigError) as e:
         trace.status, trace.error = "failed", f"{type(e).__name__}: {e}"
         log.warning("question %s failed: %s", trace.id, trace.error)
@@ -290,16 +309,14 @@ async def execute(name: str, body: Body, question: Question, ctx: Context,
     trace.cost.rounds = run.round
     trace.cost.turns = paper_turns(trace)
     trace.cost.seconds = time.perf_counter() - run.t0
-    if trace.answer is None and trace.nodes and trace.nodes[0].answer is not None:
-        trace.answer = trace.nodes[0].answer
     if trace.golden_answers and trace.answer is not None:
-        trace.metrics = score_answer(trace.answer, trace.golden_answers)
+        trace.metrics = score_trace(trace)
     return trace
 
 
-def score_answer(prediction: str, golden: list[str]) -> dict[str, float]:
-    """em, f1 (with precision/recall) and acc (cover-EM) against the golden answers."""
-    return dict(score(prediction, golden))
+def as_answer(value: Any) -> str:
+    """A role's parsed answer as answer text (parsers return text; anything else is coerced)."""
+    return value if isinstance(value, str) else str(value or "")
 
 
 def method(name: str, body: Body) -> Method:

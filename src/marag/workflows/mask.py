@@ -58,7 +58,7 @@ async def mask(run: Run) -> None:
         if isinstance(pair, (list, tuple)) and len(pair) == 2:
             child = run.add_node(str(pair[0]), parent=root, kind=KNOWLEDGE)
             child.answer, child.solved = str(pair[1]), True
-    answer = str(value.get("answer") or "")
+    answer = value.get("answer")
     answered = False  # whether a mask.answer step has answered the current state
     history: list[str] = []
     for turn in range(1, cfg.max_turns + 1):
@@ -66,8 +66,7 @@ async def mask(run: Run) -> None:
         state = state_of(run, root)
         # A repeated query still runs (the model asked for it) but the step is marked invalid.
         s, _ = await run.call("mask.search", root.id, question=root.question, state=state,
-                              history=list(history), turn=turn,
-                              parse_ctx={"history": list(history)})
+                              history=list(history), turn=turn)
         sv = s.value if isinstance(s.value, dict) else {}
         query = sv.get("query")
         if sv.get("end") or not isinstance(query, str) or not query.strip():
@@ -83,8 +82,7 @@ async def mask(run: Run) -> None:
                                  docs=hits[0].passages, turn=turn)
         evidence = summ.value if isinstance(summ.value, str) else ""
         upd, _ = await run.call("mask.update", root.id, question=root.question, state=state,
-                                query=query, evidence=evidence, turn=turn,
-                                parse_ctx={"n_pairs": len(state)})
+                                query=query, evidence=evidence, turn=turn)
         did = apply_update(run, root, upd.value if upd.valid else None, query, evidence)
         if not upd.valid:
             run.note(f"turn {turn}: invalid update ({upd.reason}); treated as {did}")
@@ -92,15 +90,10 @@ async def mask(run: Run) -> None:
         if cfg.answer_every_turn:
             a, _ = await run.call("mask.answer", root.id, question=root.question,
                                   state=state_of(run, root), turn=turn)
-            answer, answered = _text(a.value), True
+            answer, answered = a.value, True
     if not answered:
         last_turn = run.round - 1
         a, _ = await run.call("mask.answer", root.id, question=root.question,
                               state=state_of(run, root), turn=last_turn)
-        answer = _text(a.value)
-    root.answer, root.solved = answer, True
-    run.trace.answer = answer
-
-
-def _text(value: Any) -> str:
-    return value if isinstance(value, str) else str(value or "")
+        answer = a.value
+    run.answer(root, answer)

@@ -30,24 +30,16 @@ Rules where the papers are silent:
 from __future__ import annotations
 
 from collections.abc import Awaitable, Callable
-from itertools import pairwise
 
-from marag.config import ConfigError
+from marag.config import DECOMPOSE_CODES, ConfigError
+from marag.roles.planner import is_solving
 from marag.types import Node
 from marag.workflows.engine import Run, gather_branches
 
-SOLVING = ("QR", "R", "DS", "AG")
-DECOMPOSE = {"QDS": "serial", "QDP": "parallel"}
+# The kind of the child nodes each decomposition code makes (QDS serial, QDP parallel).
+DECOMPOSE = dict(zip(DECOMPOSE_CODES, ("serial", "parallel"), strict=True))
 
-
-def is_solving(workflow: list[str]) -> bool:
-    """An ordered subsequence of QR, R, DS, AG that ends with AG, with DS only after R."""
-    if not workflow or workflow[-1] != "AG":
-        return False
-    pos = [SOLVING.index(c) if c in SOLVING else -1 for c in workflow]
-    if -1 in pos or any(a >= b for a, b in pairwise(pos)):
-        return False
-    return "DS" not in workflow or "R" in workflow
+__all__ = ["is_solving", "next_ready", "run_solving", "solve"]
 
 
 async def solve(run: Run) -> None:
@@ -76,7 +68,6 @@ async def solve(run: Run) -> None:
             results = await gather_branches(run, jobs)
             for n, subs in zip(batch, results):  # expand in sibling order: ids stay deterministic
                 _expand(run, n, subs)
-    run.trace.answer = root.answer
 
 
 def next_ready(nodes: list[Node]) -> list[Node]:
@@ -121,16 +112,14 @@ async def _plan_and_run(run: Run, node: Node) -> tuple[str, list[str]] | None:
     if node.kind == "serial" and node.parent is not None:
         await _self_contain(run, node)
     allow = node.depth < cfg.max_depth
-    plan, _ = await run.call("planner", node.id, question=node.question, allow_decompose=allow,
-                             parse_ctx={"allow_decompose": allow})
+    plan, _ = await run.call("planner", node.id, question=node.question, allow_decompose=allow)
     workflow = list(plan.value) if plan.valid else list(cfg.fallback)
     if not plan.valid:
         run.note(f"node {node.id}: invalid plan ({plan.reason}); fallback {','.join(workflow)}")
     if len(workflow) == 1 and workflow[0] in DECOMPOSE:
         code = workflow[0]
         dec, _ = await run.call(code, node.id, question=node.question,
-                                max_items=cfg.max_subquestions,
-                                parse_ctx={"max_items": cfg.max_subquestions})
+                                max_items=cfg.max_subquestions)
         subs = [s.strip() for s in (dec.value or []) if isinstance(s, str) and s.strip()]
         subs = subs[: cfg.max_subquestions]
         if subs:
@@ -172,22 +161,19 @@ async def run_solving(run: Run, node: Node, workflow: list[str]) -> None:
             if not docs:
                 run.note(f"node {node.id}: DS skipped, nothing retrieved")
                 continue
-            p, _ = await run.call("DS", node.id, question=node.question, docs=docs,
-                                  parse_ctx={"n_docs": len(docs)})
+            p, _ = await run.call("DS", node.id, question=node.question, docs=docs)
             if p.valid and p.value:
                 docs = [docs[i] for i in p.value]
         elif code == "AG":
             p, _ = await run.call("AG", node.id, question=node.question, docs=docs)
-            node.answer = p.value if isinstance(p.value, str) else str(p.value or "")
-            node.solved = True
+            run.answer(node, p.value)
 
 
 async def _summarise(run: Run, node: Node) -> None:
     nodes = run.trace.nodes
     pairs = [(nodes[c].question, nodes[c].answer or "") for c in node.children]
     p, _ = await run.call("AS", node.id, question=node.question, pairs=pairs)
-    node.answer = p.value if isinstance(p.value, str) else str(p.value or "")
-    node.solved = True
+    run.answer(node, p.value)
 
 
 async def _budget_answer(run: Run, root: Node, why: str) -> None:
@@ -200,5 +186,4 @@ async def _budget_answer(run: Run, root: Node, why: str) -> None:
     else:
         p, _ = await run.call("AG", root.id, question=root.question, docs=None)
         run.note(f"budget: {why}; root answered by AG without documents")
-    root.answer = p.value if isinstance(p.value, str) else str(p.value or "")
-    root.solved = True
+    run.answer(root, p.value)

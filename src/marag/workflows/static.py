@@ -5,11 +5,9 @@ Each runs in a single round on the root node; ``node.workflow`` names the codes 
 
 from __future__ import annotations
 
-from marag.roles.select import allowed_text
+from marag.roles.decompose import MAX_ITEMS as MMOA_MAX_SUBQUESTIONS
 from marag.types import Passage
 from marag.workflows.engine import Run
-
-MMOA_MAX_SUBQUESTIONS = 4
 
 
 async def llm_only(run: Run) -> None:
@@ -18,7 +16,7 @@ async def llm_only(run: Run) -> None:
     root.workflow = ["AG"]
     run.round = 1
     p, _ = await run.call("AG", root.id, question=root.question, docs=None)
-    _answer(run, root, p.value)
+    run.answer(root, p.value)
 
 
 async def vanilla(run: Run) -> None:
@@ -28,7 +26,7 @@ async def vanilla(run: Run) -> None:
     run.round = 1
     hits = await run.retrieve([root.question], run.config.method.top_k, root.id)
     p, _ = await run.call("AG", root.id, question=root.question, docs=hits[0].passages)
-    _answer(run, root, p.value)
+    run.answer(root, p.value)
 
 
 def split_candidates(total: int, n: int) -> list[int]:
@@ -65,8 +63,8 @@ async def mmoa(run: Run) -> None:
     root = run.add_node(run.trace.question)
     root.workflow = ["QR", "R", "DS", "AG"]
     run.round = 1
-    qr, _ = await run.call("mmoa.QR", root.id, question=root.question,
-                           parse_ctx={"max_items": MMOA_MAX_SUBQUESTIONS})
+    # mmoa.QR's parser flags more than MMOA_MAX_SUBQUESTIONS queries (the MMOA-RAG penalty)
+    qr, _ = await run.call("mmoa.QR", root.id, question=root.question)
     subs = [s.strip() for s in (qr.value or []) if isinstance(s, str) and s.strip()]
     if not subs:
         subs = [root.question]
@@ -79,21 +77,12 @@ async def mmoa(run: Run) -> None:
     hits = await run.retrieve(subs, cfg.candidates, root.id)
     docs = pool_candidates([h.passages for h in hits], split_candidates(cfg.candidates, len(subs)))
     if docs:
-        sampling = None
-        if cfg.constrained_selector:
-            # local backends restrict decoding to the tokens of what DS may write
-            sampling = {"allowed_text": allowed_text(len(docs))}
+        # with constrained_selector, local backends decode only the tokens DS may write
         ds, _ = await run.call("DS", root.id, question=root.question, docs=docs,
-                               parse_ctx={"n_docs": len(docs)}, sampling=sampling)
+                               constrained=cfg.constrained_selector)
         if ds.valid and ds.value:
             docs = [docs[i] for i in ds.value]
     else:
         run.note("retrieval returned no candidates; DS skipped")
     p, _ = await run.call("AG", root.id, question=root.question, docs=docs)
-    _answer(run, root, p.value)
-
-
-def _answer(run: Run, root, value: object) -> None:  # type: ignore[no-untyped-def]
-    root.answer = value if isinstance(value, str) else str(value or "")
-    root.solved = True
-    run.trace.answer = root.answer
+    run.answer(root, p.value)
