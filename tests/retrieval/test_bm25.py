@@ -69,7 +69,7 @@ def test_manifest_and_edge_queries(bm25_index):
     # no matching term: no passages (no zero-score filler)
     odd = idx.search_batch(["", "zzzqqq unknownword", "the of and"], k=3)
     assert all(h.passages == [] and h.scores == [] for h in odd)
-    rows, scores = idx.search_rows(["zzzqqq", "nobel prize"], k=4)
+    rows, _ = idx.search_rows(["zzzqqq", "nobel prize"], k=4)
     assert rows[0].tolist() == [-1] * 4 and (rows[1] >= 0).sum() == min(4, len(matching))
     assert idx.search_batch([], k=3) == []
 
