@@ -6,6 +6,10 @@ Two JSONL layouts are accepted, plain or gzipped:
   title line followed by the text (``"Title"\\ntext``);
 * ``{"id", "title", "text"}``.
 
+A record whose ``(id, title, text)`` does not rebuild it (an integer id, a ``contents`` title
+line without quotes) becomes a ``StoredPassage`` that also keeps the record's own id and
+contents, so a server hands them back exactly as the corpus has them.
+
 The document store lets a server fetch passage text by row or id without holding the corpus
 in RAM: ``docs.jsonl`` holds one compact JSON record per row, ``offsets.i64`` the byte offset
 of every row (memory-mapped), and ``idhash.i64``/``idrow.i64`` the rows sorted by a 64-bit
@@ -21,6 +25,7 @@ import json
 import logging
 import os
 from collections.abc import Iterable, Iterator
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
@@ -33,14 +38,43 @@ log = logging.getLogger(__name__)
 STORE_META = "store.json"
 
 
+@dataclass(slots=True, eq=False)
+class StoredPassage(Passage):
+    """A Passage that also keeps its corpus record's own ``id`` value and ``contents`` string
+    (None when the quoted-title form rebuilds it). It equals, and serialises as, the plain
+    Passage with the same id, title and text."""
+
+    source_id: str | int = ""
+    source_contents: str | None = None
+
+    @property
+    def contents(self) -> str:
+        if self.source_contents is not None:
+            return self.source_contents
+        return f'"{self.title}"\n{self.text}'
+
+    def __eq__(self, other: object) -> bool:
+        if not isinstance(other, Passage):
+            return NotImplemented
+        return (self.id, self.title, self.text) == (other.id, other.title, other.text)
+
+    def to_dict(self) -> dict[str, Any]:
+        return {"id": self.id, "title": self.title, "text": self.text}
+
+
+def source_id(p: Passage) -> str | int:
+    """The passage's id as its corpus record wrote it (an integer stays an integer)."""
+    return p.source_id if isinstance(p, StoredPassage) else p.id
+
+
 def parse_passage(obj: dict[str, Any], where: str) -> Passage:
     """Turn one corpus record into a Passage; ``where`` (``file:line``) prefixes any error."""
-    pid = obj.get("id")
-    if pid is None:
+    raw_id = obj.get("id")
+    if raw_id is None:
         raise ValueError(f"{where}: missing field 'id'")
-    if isinstance(pid, bool) or not isinstance(pid, (str, int)):
-        raise ValueError(f"{where}: field 'id' must be a string, got {type(pid).__name__}")
-    pid = str(pid)  # wiki-18 dumps use integer ids; they are names, not numbers
+    if isinstance(raw_id, bool) or not isinstance(raw_id, (str, int)):
+        raise ValueError(f"{where}: field 'id' must be a string, got {type(raw_id).__name__}")
+    pid = str(raw_id)  # wiki-18 dumps use integer ids; they are names, not numbers
     if "contents" in obj:
         contents = obj["contents"]
         if not isinstance(contents, str):
@@ -49,7 +83,10 @@ def parse_passage(obj: dict[str, Any], where: str) -> Passage:
         title = title.strip()
         if len(title) >= 2 and title[0] == '"' and title[-1] == '"':
             title = title[1:-1]
-        return Passage(pid, title, text)
+        rebuilt = f'"{title}"\n{text}' == contents
+        if rebuilt and raw_id == pid:
+            return Passage(pid, title, text)
+        return StoredPassage(pid, title, text, raw_id, None if rebuilt else contents)
     if "text" not in obj:
         raise ValueError(f"{where}: missing field 'contents' or 'text'")
     title, text = obj.get("title", ""), obj["text"]
@@ -59,6 +96,8 @@ def parse_passage(obj: dict[str, Any], where: str) -> Passage:
         title = ""
     if not isinstance(title, str):
         raise ValueError(f"{where}: field 'title' must be a string, got {type(title).__name__}")
+    if raw_id != pid:
+        return StoredPassage(pid, title, text, raw_id)
     return Passage(pid, title, text)
 
 
@@ -166,7 +205,10 @@ class DocStoreWriter:
         offs = np.empty(len(passages), dtype=np.int64)
         hashes = np.empty(len(passages), dtype=np.int64)
         for i, p in enumerate(passages):
-            chunk += json.dumps([p.id, p.title, p.text], ensure_ascii=False).encode("utf-8")
+            record: list[Any] = [p.id, p.title, p.text]
+            if isinstance(p, StoredPassage):  # only then: a plain corpus pays nothing extra
+                record += [p.source_id, p.source_contents]
+            chunk += json.dumps(record, ensure_ascii=False).encode("utf-8")
             chunk += b"\n"
             offs[i] = self._pos + len(chunk)
             hashes[i] = id_hash(p.id)
@@ -241,8 +283,7 @@ class DocStore:
         if not 0 <= row < self.count:
             raise IndexError(f"row {row} out of range (store has {self.count} passages)")
         start, end = int(self._offsets[row]), int(self._offsets[row + 1])
-        pid, title, text = json.loads(os.pread(self._fd, end - start, start))
-        return Passage(pid, title, text)
+        return _passage(json.loads(os.pread(self._fd, end - start, start)))
 
     def get_many(self, rows: Iterable[int]) -> list[Passage]:
         rows = np.fromiter(rows, dtype=np.int64)
@@ -252,8 +293,7 @@ class DocStore:
         starts, ends = self._offsets[rows].tolist(), self._offsets[rows + 1].tolist()
         out = []
         for a, b in zip(starts, ends, strict=True):
-            pid, title, text = json.loads(os.pread(self._fd, b - a, a))
-            out.append(Passage(pid, title, text))
+            out.append(_passage(json.loads(os.pread(self._fd, b - a, a))))
         return out
 
     def row_of(self, pid: str) -> int:
@@ -273,6 +313,11 @@ class DocStore:
     def iter_batches(self, batch_size: int, start: int = 0) -> Iterator[tuple[int, list[Passage]]]:
         for lo in range(start, self.count, batch_size):
             yield lo, self.get_many(range(lo, min(lo + batch_size, self.count)))
+
+
+def _passage(record: list[Any]) -> Passage:
+    # ``[id, title, text]``, or with the record's own id and contents appended
+    return Passage(*record) if len(record) == 3 else StoredPassage(*record)
 
 
 def _memmap_or_empty(path: Path) -> np.ndarray:

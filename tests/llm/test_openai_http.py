@@ -89,7 +89,7 @@ async def test_server_rejects_bad_requests(tiny_server):
         models = (await http.get(url + "/v1/models")).json()
         assert models["data"][0]["id"] == "tiny"
         bad = [{"messages": []}, {"messages": CONVS[0], "n": 2},
-               {"messages": CONVS[0], "stream": True}, {"messages": CONVS[0], "temperature": -1},
+               {"messages": CONVS[0], "temperature": -1},
                {"messages": [{"role": "user"}]}, {"messages": CONVS[0], "model": "other"}]
         for body in bad:
             r = await http.post(url + "/v1/chat/completions", json=body)
@@ -104,7 +104,7 @@ async def test_server_rejects_bad_requests(tiny_server):
         assert len(data["choices"][0]["logprobs"]["content"]) == 3
     # a backend error (prompt longer than the model's context) reaches the client as a 400
     client = OpenAIBackend(url + "/v1", "tiny", retries=2, backoff=0.01)
-    with pytest.raises(LLMError, match="HTTP 400: conversation 0: prompt has"):
+    with pytest.raises(LLMError, match="HTTP 400: prompt has .* maximum context length is 512"):
         await client.generate([[{"role": "user", "content": "word " * 600}]], SamplingParams())
     await client.aclose()
 

@@ -5,7 +5,7 @@ import pytest
 
 from marag.corpus import iter_corpus
 from marag.retrieval import BadIndexError, build_index, open_index
-from marag.retrieval.bm25 import BM25Index
+from marag.retrieval.bm25 import BM25Index, tokenize_queries
 
 
 def test_scores_identical_to_raw_bm25s(bm25_index, nq_queries):
@@ -58,10 +58,19 @@ def test_manifest_and_edge_queries(bm25_index):
     m = idx.manifest
     assert m["kind"] == "bm25" and m["count"] == 60 and m["corpus"]["kind"] == "sha256"
     assert m["params"]["k1"] == 1.5 and m["marag_version"]
-    big = idx.search_batch(["nobel prize"], k=1000)
-    assert len(big[0].passages) == 60
+    # only passages sharing a term with the query are hits, however large k is
+    [big] = idx.search_batch(["nobel prize"], k=1000)
+    passages = idx.store.get_many(range(len(idx)))
+    tokens = tokenize_queries([f"{p.title}\n{p.text}" for p in passages], idx.stemmer())
+    matching = {p.id for p, t in zip(passages, tokens) if {"nobel", "prize"} & set(t)}
+    assert 0 < len(matching) < 60
+    assert set(big.ids) == matching and len(big.ids) == len(matching)
+    assert all(s > 0 for s in big.scores) and big.scores == sorted(big.scores, reverse=True)
+    # no matching term: no passages (no zero-score filler)
     odd = idx.search_batch(["", "zzzqqq unknownword", "the of and"], k=3)
-    assert all(len(h.passages) == 3 and h.scores == [0.0, 0.0, 0.0] for h in odd)
+    assert all(h.passages == [] and h.scores == [] for h in odd)
+    rows, _ = idx.search_rows(["zzzqqq", "nobel prize"], k=4)
+    assert rows[0].tolist() == [-1] * 4 and (rows[1] >= 0).sum() == min(4, len(matching))
     assert idx.search_batch([], k=3) == []
 
 

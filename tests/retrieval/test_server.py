@@ -113,7 +113,7 @@ def test_search_endpoint_matches_mmoa_rag_shape(retriever):
         assert entry["question"] == q
         assert entry["top_k_docs"] == [f"{p.title}\n{p.text}" for p in hits.passages]
     # N defaults to 10 like the MMOA-RAG flask server
-    assert len(http.post("/search", json={"questions": ["moon"]}).json()[0]["top_k_docs"]) == 10
+    assert len(http.post("/search", json={"questions": QUERIES[:1]}).json()[0]["top_k_docs"]) == 10
 
 
 def test_health_reports_kind_and_size(retriever):
@@ -123,53 +123,75 @@ def test_health_reports_kind_and_size(retriever):
     assert body["passages"] == len(retriever)
 
 
-BAD = [
-    ({}, 422, "missing field 'queries'"),
-    ({"queries": "who"}, 422, "must be a list"),
-    ({"queries": []}, 422, "is empty"),
-    ({"queries": ["ok", 3]}, 422, r"queries\[1\] must be a string"),
-    ({"queries": ["q"], "topk": 0}, 422, "between 1 and 50"),
-    ({"queries": ["q"], "topk": -2}, 422, "between 1 and 50"),
-    ({"queries": ["q"], "topk": 51}, 422, "between 1 and 50"),
-    ({"queries": ["q"], "topk": "5"}, 422, "must be an integer"),
-    ({"queries": ["q"], "topk": 2.5}, 422, "must be an integer"),
-    ({"queries": ["q"], "topk": True}, 422, "must be an integer"),
-    ({"queries": ["q"], "return_scores": "yes"}, 422, "true or false"),
-    ({"queries": ["q"], "top_k": 3}, 422, r"unknown field\(s\) \['top_k'\]"),
-    ({"queries": ["q"] * 9}, 413, "at most 8"),
+BAD = [  # FastAPI's default error objects, as Search-R1's own server sends them
+    ({}, 422, "missing", ["body", "queries"]),
+    ({"queries": "who"}, 422, "list_type", ["body", "queries"]),
+    ({"queries": ["ok", 3]}, 422, "string_type", ["body", "queries", 1]),
+    ({"queries": ["q"], "topk": -2}, 422, "greater_than_equal", ["body", "topk"]),
+    ({"queries": ["q"], "topk": 51}, 422, "less_than_equal", ["body", "topk"]),
+    ({"queries": ["q"], "topk": 2.5}, 422, "int_from_float", ["body", "topk"]),
+    ({"queries": ["q"], "topk": "three"}, 422, "int_parsing", ["body", "topk"]),
+    ({"queries": ["q"], "return_scores": "maybe"}, 422, "bool_parsing", ["body", "return_scores"]),
+    ([{"queries": ["q"]}], 422, "model_type", ["body"]),
 ]
 
 
-@pytest.mark.parametrize("body,status,reason", BAD)
-def test_bad_retrieve_requests_get_4xx_with_reason(overlap, body, status, reason):
+@pytest.mark.parametrize("body,status,kind,loc", BAD)
+def test_malformed_retrieve_requests_get_fastapi_shaped_422(overlap, body, status, kind, loc):
     r = client_for(overlap, max_batch=8, max_topk=50).post("/retrieve", json=body)
     assert r.status_code == status, r.text
+    [error] = r.json()["detail"]
+    assert error["type"] == kind and error["loc"] == loc, error
+    assert isinstance(error["msg"], str) and error["msg"]
+
+
+@pytest.mark.parametrize("body,reason", [
+    ({"queries": ["q"] * 9}, r"9 queries.*at most 8 per request.*--max-batch"),
+    ({"queries": ["q"] * 5, "topk": 30}, r"150 passages.*at most 100 .*--max-results"),
+    ({"questions": ["q"] * 9}, r"at most 8 per request"),
+])
+def test_limits_are_413_with_reason(overlap, body, reason):
+    http = client_for(overlap, max_batch=8, max_topk=50, max_results=100)
+    r = http.post("/retrieve" if "queries" in body else "/search", json=body)
+    assert r.status_code == 413, r.text
     assert re.search(reason, r.json()["detail"]), r.json()
 
 
-@pytest.mark.parametrize("raw,reason", [
-    (b"{not json", "not valid JSON"),
-    (b"", "not valid JSON"),
-    (b"\xff\xfe", "not valid JSON"),
-    (b'["a list"]', "must be a JSON object"),
-])
-def test_non_json_bodies_are_400(overlap, raw, reason):
+def test_oversized_bodies_are_413_before_parsing(overlap):
+    http = client_for(overlap, max_body_bytes=1000)
+    r = http.post("/retrieve", json={"queries": ["x" * 2000]})
+    assert r.status_code == 413 and "at most 1000" in r.json()["detail"]
+
+    def chunks():  # no content-length: the limit is enforced while reading
+        yield b'{"queries": ["'
+        for _ in range(20):
+            yield b"y" * 100
+        yield b'"]}'
+
+    r = http.post("/retrieve", content=chunks(), headers={"content-type": "application/json"})
+    assert r.status_code == 413 and "exceeds 1000 bytes" in r.json()["detail"]
+
+
+@pytest.mark.parametrize("raw", [b"{not json", b"", b"\xff\xfe"])
+def test_non_json_bodies_are_400(overlap, raw):
     http = client_for(overlap)
     for path in ("/retrieve", "/search"):
         r = http.post(path, content=raw, headers={"content-type": "application/json"})
         assert r.status_code == 400, r.text
-        assert reason in r.json()["detail"]
+        [error] = r.json()["detail"]
+        assert error["type"] == "json_invalid" and "not valid JSON" in error["msg"]
 
 
-@pytest.mark.parametrize("body,reason", [
-    ({"queries": ["q"]}, "missing field 'questions'"),
-    ({"questions": ["q"], "N": 0}, "between 1 and 1000"),
-    ({"questions": [None]}, r"questions\[0\] must be a string"),
+@pytest.mark.parametrize("body,kind", [
+    ({"queries": ["q"]}, "missing"),
+    ({"questions": ["q"], "N": -1}, "greater_than_equal"),
+    ({"questions": ["q"], "N": 1001}, "less_than_equal"),
+    ({"questions": [None]}, "string_type"),
 ])
-def test_bad_search_requests_get_4xx(overlap, body, reason):
+def test_bad_search_requests_get_422(overlap, body, kind):
     r = client_for(overlap).post("/search", json=body)
     assert r.status_code == 422
-    assert re.search(reason, r.json()["detail"])
+    assert r.json()["detail"][0]["type"] == kind
 
 
 class Broken(Retriever):
@@ -276,3 +298,124 @@ def test_server_merges_concurrent_http_requests(overlap):
     # the app still retrieves on another event loop (the first one is closed by now)
     r = http.post("/retrieve", json={"queries": [QUERIES[0]], "topk": 2})
     assert r.status_code == 200 and len(r.json()["result"][0]) == 2
+
+
+# ----------------------------------------------------------------------------- replayed clients
+
+
+def search_r1_reference_block(result_for_one_query: list[dict]) -> str:
+    """What Search-R1's rollout loop makes of one query's result list: it reads
+    ``document.contents``, takes the first line as the title and the rest as the text."""
+    lines = []
+    for i, item in enumerate(result_for_one_query):
+        title, _, text = item["document"]["contents"].partition("\n")
+        lines.append(f"Doc {i + 1}(Title: {title}) {text}")
+    return "\n".join(lines)
+
+
+def search_r1_post(http: TestClient, queries: list[str], topk=3) -> list[str]:
+    """One rollout turn: the whole batch in one POST with return_scores on; the loop indexes
+    ``["result"]`` straight away, so anything but a 200 with that key crashes it."""
+    r = http.post("/retrieve", json={"queries": queries, "topk": topk, "return_scores": True})
+    assert r.status_code == 200, r.text
+    return [search_r1_reference_block(items) for items in r.json()["result"]]
+
+
+def test_search_r1_turn_where_no_sample_searched_gets_an_empty_result(bm25):
+    http = client_for(bm25)
+    r = http.post("/retrieve", json={"queries": [], "topk": 3, "return_scores": True})
+    assert r.status_code == 200 and r.json() == {"result": []}
+    assert search_r1_post(http, []) == []
+    r = http.post("/search", json={"questions": [], "N": 5})
+    assert r.status_code == 200 and r.json() == []
+
+
+def test_search_r1_grpo_batch_of_2560_queries_is_one_request(bm25, shared_data):
+    from marag.types import iter_jsonl
+
+    questions = [q["question"] for _, q in iter_jsonl(shared_data / "nq_open.questions.jsonl")]
+    queries = (questions * 4)[:2560]  # train batch 512 x 5 samples
+    http = client_for(bm25)  # the default limits
+    blocks = search_r1_post(http, queries)
+    assert len(blocks) == 2560
+    want = bm25.search_batch(queries[:5], 3)
+    for block, hits in zip(blocks, want):
+        assert block == "\n".join(f"Doc {i + 1}(Title: \"{p.title}\") {p.text}"
+                                  for i, p in enumerate(hits.passages))
+
+
+def test_no_match_queries_get_fewer_than_k_and_the_header_counts_them(bm25):
+    http = client_for(bm25)
+    queries = ["zzzzqqq", QUERIES[0], "the of and", "nobel prize"]
+    r = http.post("/retrieve", json={"queries": queries, "topk": 3, "return_scores": True})
+    assert r.status_code == 200
+    result = r.json()["result"]
+    assert result[0] == [] and result[2] == []  # nothing matches: no filler passages
+    assert len(result[1]) == 3 and all(item["score"] > 0 for item in result[1])
+    n_nobel = len(result[3])
+    assert 0 < n_nobel <= 3 and all(item["score"] > 0 for item in result[3])
+    assert r.headers["X-Marag-Short-Lists"] == str(2 + (n_nobel < 3))
+    assert search_r1_post(http, ["zzzzqqq"]) == [""]
+
+
+@pytest.mark.parametrize("topk,want", [(0, 4), (None, 4), ("3", 3), (3.0, 3), ("2", 2), (2, 2)])
+def test_topk_is_as_lenient_as_search_r1(overlap, topk, want):
+    http = client_for(overlap, default_topk=4)
+    body = {"queries": [QUERIES[0]], "topk": topk, "return_scores": True,
+            "session_id": "abc", "extra": {"ignored": True}}  # unknown fields are ignored
+    r = http.post("/retrieve", json=body)
+    assert r.status_code == 200, r.text
+    assert len(r.json()["result"][0]) == want
+
+
+def test_return_scores_takes_pydantic_booleans(overlap):
+    http = client_for(overlap)
+    for flag, scored in (("true", True), (1, True), ("false", False), (0, False)):
+        [items] = http.post("/retrieve", json={"queries": [QUERIES[0]], "topk": 1,
+                                               "return_scores": flag}).json()["result"]
+        assert ("score" in items[0]) is scored
+
+
+def test_contents_and_ids_come_back_as_stored_in_the_corpus(tmp_path):
+    from marag.retrieval import build_index, open_index
+
+    records = [
+        {"id": 7, "contents": "Moon landing\nApollo 11 landed on the moon in 1969."},
+        {"id": "b", "contents": '"Quoted title"\nThe moon orbits the earth.'},
+        {"id": 9, "title": "Moon", "text": "The moon is a natural satellite."},
+        {"id": "d", "contents": "moon without a text line"},
+    ]
+    corpus = tmp_path / "c.jsonl"
+    corpus.write_text("".join(json.dumps(r) + "\n" for r in records), encoding="utf-8")
+    index = open_index(build_index(corpus, tmp_path / "idx", show_progress=False))
+    try:
+        r = client_for(index).post("/retrieve", json={"queries": ["moon"], "topk": 10})
+        got = {json.dumps(d["id"]): d for d in r.json()["result"][0]}
+    finally:
+        index.close()
+    assert set(got) == {"7", '"b"', "9", '"d"'}
+    assert got["7"] == records[0]  # integer id, unquoted title: byte for byte
+    assert got['"b"'] == records[1]
+    assert got["9"] == {"id": 9, "contents": '"Moon"\nThe moon is a natural satellite.'}
+    assert got['"d"'] == records[3]
+
+
+def test_mmoa_rag_search_protocol(bm25):
+    """MMOA-RAG's trainer posts its questions with ``N`` and reads, per question in order, the
+    ``top_k_docs`` strings (title line, then text)."""
+    http = client_for(bm25)
+    questions = [QUERIES[0], "zzzzqqq", QUERIES[1]]
+    r = http.post("/search", json={"questions": questions, "N": 5})
+    assert r.status_code == 200 and r.headers["content-type"].startswith("application/json")
+    body = r.json()
+    docs = [entry["top_k_docs"] for entry in body]
+    assert [entry["question"] for entry in body] == questions
+    assert docs[1] == []  # no filler for a query that matches nothing
+    for got, hits in zip(docs, bm25.search_batch(questions, 5)):
+        assert got == [f"{p.title}\n{p.text}" for p in hits.passages]
+        assert all(isinstance(d, str) and "\n" in d for d in got)
+    # N is as lenient as topk; a missing or 0 N is the flask server's default of 10
+    assert len(http.post("/search", json={"questions": questions[:1], "N": "2"}).json()[0][
+        "top_k_docs"]) == 2
+    assert len(http.post("/search", json={"questions": questions[:1], "N": 0}).json()[0][
+        "top_k_docs"]) == 10

@@ -12,8 +12,10 @@ def register(subparsers: argparse._SubParsersAction) -> None:
         help="serve a local model as an OpenAI-compatible server (POST /v1/chat/completions)",
         description=(
             "Serve a local transformers model (an embedded name such as smollm2, a model folder, "
-            "a .gguf file or a hub id) with POST /v1/chat/completions and GET /v1/models. "
-            "Concurrent requests are batched together. Binds 127.0.0.1 unless told otherwise."
+            "a .gguf file or a hub id) with POST /v1/chat/completions, POST /v1/completions "
+            "(both also streamed), GET /v1/models and GET /v1/models/{id}. Concurrent requests "
+            "are batched together; a request whose client disconnects stops generating. "
+            "Binds 127.0.0.1 unless told otherwise."
         ),
     )
     p.add_argument("--model", default="smollm2",
@@ -21,6 +23,12 @@ def register(subparsers: argparse._SubParsersAction) -> None:
     p.add_argument("--host", default="127.0.0.1",
                    help="address to bind (default 127.0.0.1; use 0.0.0.0 only on a trusted network)")
     p.add_argument("--port", type=int, default=8001, help="port (default 8001)")
+    p.add_argument("--served-model-name", nargs="+", default=None, metavar="NAME",
+                   help="names clients may ask for (e.g. gpt-4o-mini); the first is the default "
+                        "(default: the --model value)")
+    p.add_argument("--default-max-tokens", type=int, default=256,
+                   help="completion tokens for a chat request that names no max_tokens, "
+                        "clamped to the context (default 256)")
     p.add_argument("--max-batch-size", type=int, default=16,
                    help="most requests decoded together (default 16)")
     p.add_argument("--batch-wait-ms", type=float, default=5.0,
@@ -35,9 +43,10 @@ def register(subparsers: argparse._SubParsersAction) -> None:
 
 
 def run(args: argparse.Namespace) -> int:
-    if args.port < 1 or args.max_batch_size < 1 or args.batch_wait_ms < 0:
-        print("marag serve-llm: --port and --max-batch-size must be >= 1, --batch-wait-ms >= 0",
-              file=sys.stderr)
+    if (args.port < 1 or args.max_batch_size < 1 or args.batch_wait_ms < 0
+            or args.default_max_tokens < 1):
+        print("marag serve-llm: --port, --max-batch-size and --default-max-tokens must be >= 1, "
+              "--batch-wait-ms >= 0", file=sys.stderr)
         return 2
     import uvicorn
 
@@ -56,7 +65,9 @@ def run(args: argparse.Namespace) -> int:
     except LLMError as e:
         print(f"marag serve-llm: {e}", file=sys.stderr)
         return 2
-    print(f"serving {args.model} on http://{args.host}:{args.port}/v1 "
-          "(POST /v1/chat/completions, GET /v1/models)", file=sys.stderr)
-    uvicorn.run(create_app(backend), host=args.host, port=args.port, log_level="warning")
+    names = args.served_model_name or [args.model]
+    print(f"serving {args.model} as {', '.join(names)} on http://{args.host}:{args.port}/v1 "
+          "(POST /v1/chat/completions, POST /v1/completions, GET /v1/models)", file=sys.stderr)
+    app = create_app(backend, names, default_max_tokens=args.default_max_tokens)
+    uvicorn.run(app, host=args.host, port=args.port, log_level="warning")
     return 0

@@ -26,8 +26,15 @@ def register(subparsers: argparse._SubParsersAction) -> None:
     p.add_argument("--port", type=int, default=8000, help="port (default 8000)")
     p.add_argument("--topk", type=int, default=3,
                    help="passages per query when a /retrieve request gives no topk (default 3)")
-    p.add_argument("--max-batch", type=int, default=1024, help="most queries per request (default 1024)")
+    p.add_argument("--max-batch", type=int, default=8192,
+                   help="most queries in one request; more is a 413 (default 8192, which covers "
+                        "Search-R1's GRPO batches: 512 prompts x 5 samples = 2,560 queries)")
     p.add_argument("--max-topk", type=int, default=1000, help="largest topk/N accepted (default 1000)")
+    p.add_argument("--max-results", type=int, default=100_000,
+                   help="most passages in one response (queries x topk); more is a 413 "
+                        "(default 100000)")
+    p.add_argument("--max-body-mb", type=float, default=16.0,
+                   help="largest request body in MiB; larger is a 413 (default 16)")
     p.set_defaults(func=run)
 
 
@@ -36,7 +43,7 @@ def run(args: argparse.Namespace) -> int:
     from marag.retrieval import RetrievalError, open_retriever
     from marag.retrieval.server import serve
 
-    for name in ("port", "topk", "max_batch", "max_topk"):
+    for name in ("port", "topk", "max_batch", "max_topk", "max_results", "max_body_mb"):
         if getattr(args, name) < 1:
             print(f"marag serve-retriever: --{name.replace('_', '-')} must be at least 1", file=sys.stderr)
             return 2
@@ -50,7 +57,8 @@ def run(args: argparse.Namespace) -> int:
           "(POST /retrieve, POST /search, GET /health)", file=sys.stderr)
     try:
         serve(retriever, host=args.host, port=args.port, default_topk=args.topk,
-              max_batch=args.max_batch, max_topk=args.max_topk, kind=kind)
+              max_batch=args.max_batch, max_topk=args.max_topk, max_results=args.max_results,
+              max_body_bytes=int(args.max_body_mb * (1 << 20)), kind=kind)
     finally:
         retriever.close()
     return 0

@@ -48,6 +48,10 @@ class Row:
     tag: Any = None  # the caller's handle for this row (the backend's request)
     # leading prompt tokens whose KV may come from the shared-prefix cache (0: none)
     prefix_len: int = 0
+    # called (in the decoding thread) after every token the row takes, so a caller can stream
+    on_token: Callable[[Row], None] | None = None
+    top_logprobs: int = 0  # keep this many most likely (token, logprob) pairs per step
+    tops: list[list[tuple[int, float]]] = field(default_factory=list)
 
 
 @dataclass
@@ -144,6 +148,13 @@ def _choose(rows: list[Row], logits: torch.Tensor) -> tuple[list[int], list[floa
                                         dtype=torch.float64, device=device) for i in sampled])
         chosen_ids[index] = _sample(probs, noise.log_().neg_())
     chosen = logp[torch.arange(len(rows), device=device), chosen_ids]
+    wants = [i for i, r in enumerate(rows) if r.top_logprobs > 0]
+    if wants:  # the alternatives, from the same distribution as the chosen token's logprob
+        n = min(max(rows[i].top_logprobs for i in wants), logp.shape[1])
+        values, ids = torch.topk(logp[torch.tensor(wants, device=device)], n, dim=-1)
+        for j, i in enumerate(wants):
+            k = rows[i].top_logprobs
+            rows[i].tops.append(list(zip(ids[j, :k].tolist(), values[j, :k].tolist())))
     return chosen_ids.tolist(), chosen.tolist()
 
 
@@ -203,6 +214,7 @@ class BatchDecoder:
             use_fast_linears(model)
         self._rng = random.Random()
         self.prefills = 0
+        self.steps = 0  # token-choosing steps taken (each picks one token for every row)
         self.dropped = 0
         # set by the owner: True when a row's caller has gone (cancelled), so it stops early
         self.abandoned: Callable[[Row], bool] | None = None
@@ -316,9 +328,13 @@ class BatchDecoder:
     def _advance(self, batch: _Batch, deliver: Callable[[Row, DecodeResult], None]) -> None:
         """Choose every row's next token from ``batch.logits``; deliver and drop finished rows."""
         tokens, lps = _choose(batch.rows, batch.logits)
+        self.steps += 1
         keep = []
         for slot, r in enumerate(batch.rows):
-            if self._finish(r, tokens[slot], lps[slot]):
+            finished = self._finish(r, tokens[slot], lps[slot])
+            if r.on_token is not None:
+                r.on_token(r)
+            if finished:
                 deliver(r, self._result(r))
             elif self.abandoned is not None and self.abandoned(r):
                 self.dropped += 1  # nobody waits for this row any more

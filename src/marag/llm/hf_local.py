@@ -19,6 +19,7 @@ import logging
 import threading
 import time
 from collections import deque
+from collections.abc import AsyncIterator, Callable
 from dataclasses import dataclass
 from typing import Any
 
@@ -40,6 +41,18 @@ class _Request:
     enqueued: float
     loop: asyncio.AbstractEventLoop
     prefix_len: int = 0
+    on_token: Callable[[Any], None] | None = None  # streaming: called per token (any thread)
+    top_logprobs: int = 0
+    cancelled_at: int | None = None  # the decoder's step count when the caller gave up
+
+
+@dataclass(frozen=True, slots=True)
+class TokenStep:
+    """One token of a streamed request: its id, logprob and most likely alternatives."""
+
+    token_id: int
+    logprob: float
+    top: tuple[tuple[int, float], ...] = ()
 
 
 class HFBackend:
@@ -87,6 +100,14 @@ class HFBackend:
         self.weights_version = 0
         self.batches_run = 0  # statistics for benchmarks and tests
         self.rows_run = 0
+        self.abandoned_rows = 0  # rows dropped mid-decode because their caller gave up
+        # (decode steps between the cancel and the drop, tokens the row had) of the latest one
+        self.last_abandoned: tuple[int, int] | None = None
+
+    @property
+    def context_length(self) -> int:
+        """Most positions (prompt + completion) the model takes; 0 when it does not say."""
+        return self._decoder.max_positions
 
     # ------------------------------------------------------------------ prompts
 
@@ -155,27 +176,84 @@ class HFBackend:
         assert self._wake is not None
         return self._wake
 
-    async def generate(self, batch: list[Messages], params: SamplingParams) -> list[Completion]:
+    def sampling(self, params: SamplingParams) -> SamplingParams:
+        """``params`` as decoded: a model without a chat template also stops at PLAIN_STOP."""
         if params.max_tokens < 1:
             raise LLMError(f"max_tokens must be >= 1, got {params.max_tokens}")
         if not getattr(self.tokenizer, "chat_template", None) and PLAIN_STOP not in params.stop:
             # a base model in the plain layout goes on to write the next user turn itself
             params = params.replace(stop=(*params.stop, PLAIN_STOP))
-        wake = self._ensure_worker()
-        loop = asyncio.get_running_loop()
+        return params
+
+    def _request(self, ids: list[int], params: SamplingParams, prefix_len: int = 0,
+                 on_token: Callable[[Any], None] | None = None,
+                 top_logprobs: int = 0) -> _Request:
         limit = self._decoder.max_positions
-        requests = []
-        for i, messages in enumerate(batch):
-            ids = self.encode(messages)
-            if limit and len(ids) >= limit:
-                raise LLMError(f"conversation {i}: prompt has {len(ids)} tokens, model "
-                               f"{self.model} accepts at most {limit - 1}")
-            requests.append(_Request(ids, params, loop.create_future(), time.perf_counter(),
-                                     loop, self.prefix_len(messages, ids)))
+        if limit and len(ids) >= limit:
+            raise LLMError(f"prompt has {len(ids)} tokens, model {self.model} accepts at "
+                           f"most {limit - 1}")
+        loop = asyncio.get_running_loop()
+        r = _Request(ids, params, loop.create_future(), time.perf_counter(), loop, prefix_len,
+                     on_token, top_logprobs)
+
+        def note_cancel(f: asyncio.Future[Completion]) -> None:
+            if f.cancelled():
+                r.cancelled_at = self._decoder.steps
+
+        r.future.add_done_callback(note_cancel)
+        return r
+
+    def _submit(self, requests: list[_Request]) -> None:
+        wake = self._ensure_worker()
         with self._pending_lock:
             self._pending.extend(requests)
         wake.set()
+
+    async def generate(self, batch: list[Messages], params: SamplingParams) -> list[Completion]:
+        params = self.sampling(params)
+        requests = []
+        for i, messages in enumerate(batch):
+            ids = self.encode(messages)
+            try:
+                requests.append(self._request(ids, params, self.prefix_len(messages, ids)))
+            except LLMError as e:
+                raise LLMError(f"conversation {i}: {e}") from None
+        self._submit(requests)
         return list(await asyncio.gather(*(r.future for r in requests)))
+
+    async def stream(self, prompt_ids: list[int], params: SamplingParams, *,
+                     prefix_len: int = 0,
+                     top_logprobs: int = 0) -> AsyncIterator[TokenStep | Completion]:
+        """Decode one prompt, yielding a ``TokenStep`` as each token is chosen and then the
+        ``Completion`` (whose text is authoritative: stop strings are cut from it).
+
+        The request shares the batch with every other caller. Leaving the iteration early
+        (``aclose``, a cancelled task) cancels the request, and its row leaves the batch at
+        the next decoding step.
+        """
+        params = self.sampling(params)
+        loop = asyncio.get_running_loop()
+        queue: asyncio.Queue[TokenStep | None] = asyncio.Queue()
+
+        def on_token(row: Any) -> None:  # decoding thread
+            step = TokenStep(row.token_ids[-1], row.logprobs[-1],
+                             tuple(row.tops[-1]) if row.tops else ())
+            try:
+                loop.call_soon_threadsafe(queue.put_nowait, step)
+            except RuntimeError:  # the caller's loop is closed; nobody is reading
+                pass
+
+        r = self._request(prompt_ids, params, prefix_len, on_token, top_logprobs)
+        # settled after every token was queued (both go through call_soon_threadsafe)
+        r.future.add_done_callback(lambda _: queue.put_nowait(None))
+        self._submit([r])
+        try:
+            while (step := await queue.get()) is not None:
+                yield step
+            yield r.future.result()
+        finally:
+            if not r.future.done():
+                r.future.cancel()
 
     async def _work(self, wake: asyncio.Event) -> None:
         while True:
@@ -212,7 +290,8 @@ class HFBackend:
                 self._in_flight.add(r)
                 rows.append(Row(r.prompt_ids, r.params,
                                 self._allowed_mask(r.params.allowed_text), tag=r,
-                                prefix_len=r.prefix_len))
+                                prefix_len=r.prefix_len, on_token=r.on_token,
+                                top_logprobs=r.top_logprobs))
         if rows:
             self.batches_run += 1
             self.rows_run += len(rows)
@@ -220,10 +299,14 @@ class HFBackend:
 
     def _abandoned(self, row: Any) -> bool:
         # results are only ever set on delivery, so a done future here means a cancelled caller
-        if not row.tag.future.done():
+        r: _Request = row.tag
+        if not r.future.done():
             return False
         with self._pending_lock:
-            self._in_flight.discard(row.tag)
+            self._in_flight.discard(r)
+        self.abandoned_rows += 1
+        lag = self._decoder.steps - r.cancelled_at if r.cancelled_at is not None else 0
+        self.last_abandoned = (lag, len(row.token_ids))
         return True
 
     def _deliver(self, row: Any, res: Any) -> None:

@@ -1,88 +1,324 @@
-"""An OpenAI-compatible chat-completions server in front of any marag backend.
+"""An OpenAI-compatible server in front of the ``hf`` backend (``marag serve-llm``).
 
-``marag serve-llm`` runs it over the ``hf`` backend: concurrent HTTP requests each call
-``backend.generate`` on the same event loop, so they meet in the backend's dynamic batcher.
-Only what marag's own ``openai`` client and common OpenAI clients need is implemented:
-``POST /v1/chat/completions`` (n=1, no streaming) and ``GET /v1/models``.
+Concurrent HTTP requests meet in the backend's dynamic batcher. Endpoints:
+``POST /v1/chat/completions`` and ``POST /v1/completions`` (plain or server-sent-event
+streaming in OpenAI's chunk format, usage in a last chunk when
+``stream_options.include_usage``), ``GET /v1/models``, ``GET /v1/models/{id}`` and
+``GET /health``. The model answers to every ``served_names`` alias.
+
+A request whose client disconnects is cancelled: its row leaves the decode batch at the next
+step, streamed or not. Every error is OpenAI's ``{"error": {"message", "type", "param",
+"code"}}``, unknown paths included. What the backend cannot do is a 400 naming the option
+(tools, response_format, n > 1, penalties, logit_bias, echo, suffix, best_of), never silently
+ignored; the README has the full table of supported, rejected and ignored options.
 """
 
 from __future__ import annotations
 
+import asyncio
+import json
 import logging
 import time
 import uuid
-from collections.abc import AsyncIterator
+from collections.abc import AsyncIterator, Awaitable, Callable
 from contextlib import asynccontextmanager
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from fastapi import FastAPI, Request
 from fastapi.exceptions import RequestValidationError
-from fastapi.responses import JSONResponse
+from fastapi.responses import JSONResponse, StreamingResponse
 from pydantic import BaseModel, ConfigDict, Field
+from starlette.exceptions import HTTPException as StarletteHTTPException
 
-from marag.llm.base import LLM, LLMError, SamplingParams
+from marag.llm.base import LLMError, SamplingParams
+from marag.llm.hf_local import TokenStep
 from marag.types import Completion
+
+if TYPE_CHECKING:
+    from marag.llm.hf_local import HFBackend
 
 log = logging.getLogger(__name__)
 
-DEFAULT_MAX_TOKENS = 256
+DEFAULT_MAX_TOKENS = 256  # chat requests that name no max_tokens (clamped to the context)
+COMPLETIONS_DEFAULT_MAX_TOKENS = 16  # OpenAI's default for /v1/completions
+ROLES = ("system", "developer", "user", "assistant")
+
+
+class ApiError(Exception):
+    """Becomes an OpenAI-shaped error response."""
+
+    def __init__(self, status: int, message: str, param: str | None = None,
+                 kind: str = "invalid_request_error", code: str | None = None) -> None:
+        super().__init__(message)
+        self.status, self.message, self.param, self.kind, self.code = (
+            status, message, param, kind, code)
+
+
+def error_body(message: str, kind: str = "invalid_request_error", param: str | None = None,
+               code: str | None = None) -> dict[str, Any]:
+    return {"error": {"message": message, "type": kind, "param": param, "code": code}}
+
+
+def _error(status: int, message: str, kind: str = "invalid_request_error",
+           param: str | None = None, code: str | None = None) -> JSONResponse:
+    return JSONResponse(status_code=status, content=error_body(message, kind, param, code))
+
+
+# ----------------------------------------------------------------------------- requests
+
+
+class StreamOptions(BaseModel):
+    model_config = ConfigDict(extra="ignore")
+    include_usage: bool = False
 
 
 class ChatMessage(BaseModel):
     model_config = ConfigDict(extra="ignore")
     role: str
-    content: str
+    content: str | list[dict[str, Any]] | None = None
+    tool_calls: list[Any] | None = None
 
 
-class ChatRequest(BaseModel):
-    # OpenAI clients send many optional fields (user, penalties...); unknown ones are ignored
+class _Common(BaseModel):
+    # OpenAI clients send optional fields this server has no use for (user, metadata,
+    # store...): they are ignored; the ones that would change the output are checked below
     model_config = ConfigDict(extra="ignore")
     model: str | None = None
-    messages: list[ChatMessage] = Field(min_length=1)
-    temperature: float = Field(1.0, ge=0.0, le=2.0)
-    top_p: float = Field(1.0, gt=0.0, le=1.0)
-    max_tokens: int | None = Field(None, ge=1)
-    max_completion_tokens: int | None = Field(None, ge=1)
+    temperature: float | None = Field(None, ge=0.0, le=2.0)
+    top_p: float | None = Field(None, gt=0.0, le=1.0)
     stop: str | list[str] | None = None
     seed: int | None = None
-    logprobs: bool = False
+    n: int | None = Field(None, ge=1)
+    stream: bool | None = False
+    stream_options: StreamOptions | None = None
+    presence_penalty: float | None = None
+    frequency_penalty: float | None = None
+    logit_bias: dict[str, float] | None = None
     # vLLM's extension: name logprob tokens "token_id:<id>" instead of their text
     return_tokens_as_token_ids: bool = False
-    n: int = 1
-    stream: bool = False
 
 
-def _error(status: int, message: str, kind: str = "invalid_request_error") -> JSONResponse:
-    return JSONResponse(status_code=status, content={"error": {"message": message, "type": kind}})
+class ChatRequest(_Common):
+    messages: list[ChatMessage] = Field(min_length=1)
+    max_tokens: int | None = Field(None, ge=1)
+    max_completion_tokens: int | None = Field(None, ge=1)
+    logprobs: bool | None = False
+    top_logprobs: int | None = Field(None, ge=0, le=20)
+    tools: list[Any] | None = None
+    tool_choice: Any = None
+    functions: list[Any] | None = None
+    function_call: Any = None
+    response_format: dict[str, Any] | None = None
 
 
-def _params(req: ChatRequest) -> SamplingParams:
-    stop = (req.stop,) if isinstance(req.stop, str) else tuple(req.stop or ())
-    return SamplingParams(
-        temperature=req.temperature,
-        top_p=req.top_p,
-        max_tokens=req.max_completion_tokens or req.max_tokens or DEFAULT_MAX_TOKENS,
-        stop=stop,
-        seed=req.seed,
-        logprobs=req.logprobs,
-    )
+class CompletionRequest(_Common):
+    prompt: str | list[str] | list[int] | list[list[int]]
+    max_tokens: int | None = Field(None, ge=1)
+    logprobs: int | None = Field(None, ge=0, le=20)
+    echo: bool | None = False
+    suffix: str | None = None
+    best_of: int | None = None
 
 
-def _logprob_content(backend: LLM, c: Completion, as_ids: bool) -> list[dict[str, Any]]:
-    tokenizer = getattr(backend, "tokenizer", None)
-    ids = c.token_ids or []
+def check_common(req: _Common) -> None:
+    """400 for options that would change the output but that this server does not do."""
+    if (req.n or 1) != 1:
+        raise ApiError(400, f"n={req.n} is not supported; this server returns one choice", "n")
+    for name in ("presence_penalty", "frequency_penalty"):
+        if getattr(req, name):
+            raise ApiError(400, f"{name} is not supported (send 0 or leave it out)", name)
+    if req.logit_bias:
+        raise ApiError(400, "logit_bias is not supported", "logit_bias")
+
+
+def check_chat(req: ChatRequest) -> None:
+    check_common(req)
+    if req.tools or req.functions:
+        name = "tools" if req.tools else "functions"
+        raise ApiError(400, "tool calling is not supported by this server", name)
+    for name in ("tool_choice", "function_call"):
+        value = getattr(req, name)
+        if value is not None and value != "none":
+            raise ApiError(400, "tool calling is not supported by this server", name)
+    fmt = (req.response_format or {}).get("type", "text")
+    if fmt != "text":
+        raise ApiError(400, f"response_format {fmt!r} is not supported; only 'text'",
+                       "response_format")
+    if req.top_logprobs and not req.logprobs:
+        raise ApiError(400, "top_logprobs needs logprobs=true", "top_logprobs")
+
+
+def check_completion(req: CompletionRequest) -> None:
+    check_common(req)
+    if req.echo:
+        raise ApiError(400, "echo is not supported", "echo")
+    if req.suffix:
+        raise ApiError(400, "suffix is not supported", "suffix")
+    if (req.best_of or 1) != 1:
+        raise ApiError(400, "best_of is not supported", "best_of")
+
+
+def chat_messages(messages: list[ChatMessage]) -> list[dict[str, str]]:
+    """OpenAI messages as the chat template takes them: text only, known roles only."""
     out = []
-    for i, lp in enumerate(c.logprobs or []):
-        if as_ids and i < len(ids):
-            token = f"token_id:{ids[i]}"
+    for i, m in enumerate(messages):
+        if m.role not in ROLES:
+            hint = " (tool calling is not supported)" if m.role in ("tool", "function") else ""
+            raise ApiError(400, f"messages[{i}].role {m.role!r} is not supported; use "
+                           f"{', '.join(ROLES)}{hint}", f"messages[{i}].role")
+        if m.tool_calls:
+            raise ApiError(400, "tool calling is not supported by this server",
+                           f"messages[{i}].tool_calls")
+        if m.content is None:
+            if m.role != "assistant":
+                raise ApiError(400, f"messages[{i}].content is null; only an assistant message "
+                               "may omit its content", f"messages[{i}].content")
+            text = ""
+        elif isinstance(m.content, str):
+            text = m.content
         else:
-            token = tokenizer.decode([ids[i]]) if tokenizer is not None and i < len(ids) else ""
-        out.append({"token": token, "logprob": lp, "bytes": list(token.encode("utf-8")),
-                    "top_logprobs": []})
+            parts = []
+            for j, part in enumerate(m.content):
+                if part.get("type") != "text" or not isinstance(part.get("text"), str):
+                    raise ApiError(400, f"messages[{i}].content[{j}]: only text parts are "
+                                   f"supported, got type {part.get('type')!r}",
+                                   f"messages[{i}].content")
+                parts.append(part["text"])
+            text = "\n".join(parts)  # as vLLM joins text parts
+        # the developer role is OpenAI's newer name for system; templates know only system
+        out.append({"role": "system" if m.role == "developer" else m.role, "content": text})
     return out
 
 
-def create_app(backend: LLM) -> FastAPI:
+def stops(req: _Common) -> tuple[str, ...]:
+    return (req.stop,) if isinstance(req.stop, str) else tuple(req.stop or ())
+
+
+# ----------------------------------------------------------------------------- streaming text
+
+
+def safe_text(text: str, stop: tuple[str, ...]) -> str:
+    """The part of a partial decode that the final text will certainly start with.
+
+    Held back: everything from a stop string on, a tail that may begin a stop string, an
+    unfinished UTF-8 character (decoded as U+FFFD) and trailing whitespace (a tokenizer's
+    clean-up may drop a space before punctuation once the next token arrives).
+    """
+    cut = len(text)
+    for s in stop:
+        i = text.find(s) if s else -1
+        if i >= 0:
+            cut = min(cut, i)
+    text = text[:cut]
+    hold = 0
+    for s in stop:
+        for n in range(min(len(s) - 1, len(text)), hold, -1):
+            if text.endswith(s[:n]):
+                hold = n
+                break
+    text = text[: len(text) - hold]
+    return text.rstrip("\ufffd").rstrip()
+
+
+class TextStream:
+    """Turns a growing list of token ids into text deltas whose sum is the final text."""
+
+    def __init__(self, tokenizer: Any, stop: tuple[str, ...]) -> None:
+        self.tokenizer, self.stop = tokenizer, stop
+        self.ids: list[int] = []
+        self.sent = ""
+
+    def push(self, token_id: int) -> str:
+        self.ids.append(token_id)
+        text = safe_text(self.tokenizer.decode(self.ids, skip_special_tokens=True), self.stop)
+        if len(text) <= len(self.sent) or not text.startswith(self.sent):
+            return ""
+        delta, self.sent = text[len(self.sent):], text
+        return delta
+
+    def finish(self, final: str) -> str:
+        if not final.startswith(self.sent):  # cannot happen with the hold-backs above
+            log.warning("streamed text %r is not a prefix of the final text %r", self.sent, final)
+            return ""
+        delta, self.sent = final[len(self.sent):], final
+        return delta
+
+
+def sse(payload: dict[str, Any] | str) -> str:
+    data = payload if isinstance(payload, str) else json.dumps(payload, ensure_ascii=False)
+    return f"data: {data}\n\n"
+
+
+class EventStream(StreamingResponse):
+    """A streaming response that stops its generator as soon as the client disconnects.
+
+    Starlette (ASGI 2.4 servers) notices a gone client only when the next write fails and
+    then leaves the generator suspended until garbage collection; here a watcher on
+    ``receive`` cancels the stream at once, so the request's ``finally`` cancels its
+    generation.
+    """
+
+    def __init__(self, content: AsyncIterator[str]) -> None:
+        super().__init__(content, media_type="text/event-stream",
+                         headers={"Cache-Control": "no-cache", "X-Accel-Buffering": "no"})
+
+    async def __call__(self, scope: Any, receive: Any, send: Any) -> None:
+        body = self.body_iterator
+        writer = asyncio.ensure_future(self.stream_response(send))
+        watcher = asyncio.ensure_future(_disconnected(receive))
+        try:
+            await asyncio.wait({writer, watcher}, return_when=asyncio.FIRST_COMPLETED)
+        finally:
+            for task in (writer, watcher):
+                task.cancel()
+            await asyncio.gather(writer, watcher, return_exceptions=True)
+            if hasattr(body, "aclose"):
+                await body.aclose()
+        if writer.done() and not writer.cancelled() and writer.exception() is not None:
+            exc = writer.exception()
+            if not isinstance(exc, OSError):  # a write to a gone client is not our error
+                raise exc  # type: ignore[misc]
+
+
+async def _disconnected(receive: Callable[[], Awaitable[dict[str, Any]]]) -> None:
+    while (await receive())["type"] != "http.disconnect":
+        pass
+
+
+class ClientGone(Exception):
+    """The client disconnected before its answer was ready."""
+
+
+async def unless_disconnected(request: Request, work: Awaitable[Any]) -> Any:
+    """Await ``work``; if the client disconnects first, cancel it (its rows leave the batch)."""
+    task = asyncio.ensure_future(work)
+    watcher = asyncio.ensure_future(_disconnected(request.receive))
+    try:
+        await asyncio.wait({task, watcher}, return_when=asyncio.FIRST_COMPLETED)
+    finally:
+        watcher.cancel()
+        if not task.done():
+            task.cancel()
+        await asyncio.gather(watcher, return_exceptions=True)
+    if task.cancelled() or not task.done():
+        await asyncio.gather(task, return_exceptions=True)
+        raise ClientGone
+    return task.result()
+
+
+# ----------------------------------------------------------------------------- the app
+
+
+def create_app(backend: HFBackend, served_names: list[str] | None = None, *,
+               default_max_tokens: int = DEFAULT_MAX_TOKENS) -> FastAPI:
+    """The app over an ``HFBackend`` (anything with its ``encode``/``stream``/``tokenizer``).
+
+    ``served_names``: the names clients may ask for (the first is the default); the
+    backend's own model name when not given.
+    """
+    names = list(dict.fromkeys(served_names or [backend.model]))
+    tokenizer = backend.tokenizer
+
     @asynccontextmanager
     async def lifespan(_: FastAPI) -> AsyncIterator[None]:
         yield
@@ -90,53 +326,246 @@ def create_app(backend: LLM) -> FastAPI:
 
     app = FastAPI(title="marag LLM server", version="1", lifespan=lifespan)
 
+    @app.exception_handler(ApiError)
+    async def _api_error(_: Request, exc: ApiError) -> JSONResponse:
+        return _error(exc.status, exc.message, exc.kind, exc.param, exc.code)
+
+    @app.exception_handler(ClientGone)
+    async def _gone(_: Request, exc: ClientGone) -> JSONResponse:
+        # nobody reads this; 499 is what proxies log for a client that closed the request
+        return _error(499, "client disconnected; generation cancelled")
+
     @app.exception_handler(RequestValidationError)
     async def _bad_request(_: Request, exc: RequestValidationError) -> JSONResponse:
-        parts = []
+        parts, param = [], None
         for e in exc.errors():
             loc = ".".join(str(x) for x in e.get("loc", ()) if x != "body")
+            param = param or loc or None
             parts.append(f"{loc}: {e.get('msg')}" if loc else str(e.get("msg")))
-        return _error(400, "; ".join(parts) or "invalid request")
+        return _error(400, "; ".join(parts) or "invalid request", param=param)
+
+    @app.exception_handler(StarletteHTTPException)
+    async def _http_error(request: Request, exc: StarletteHTTPException) -> JSONResponse:
+        if exc.status_code in (404, 405):
+            message = f"Invalid URL ({request.method} {request.url.path})"
+        else:
+            message = str(exc.detail)
+        kind = "invalid_request_error" if exc.status_code < 500 else "server_error"
+        return _error(exc.status_code, message, kind)
+
+    def model_card(name: str) -> dict[str, Any]:
+        return {"id": name, "object": "model", "created": 0, "owned_by": "marag"}
+
+    def served(requested: str | None) -> str:
+        if requested is None or requested in names:
+            return requested or names[0]
+        raise ApiError(404, f"The model {requested!r} does not exist; this server serves "
+                       f"{', '.join(repr(n) for n in names)}", "model", code="model_not_found")
+
+    def budget(prompt_len: int, asked: int | None, default: int) -> int:
+        """max_tokens for a prompt: a request past the context is a 400 (as vLLM answers);
+        a default is clamped to the room left."""
+        ctx = backend.context_length
+        if ctx and prompt_len >= ctx:
+            raise ApiError(400, f"prompt has {prompt_len} tokens; this model's maximum context "
+                           f"length is {ctx} tokens", "messages", code="context_length_exceeded")
+        if asked is None:
+            return min(default, ctx - prompt_len) if ctx else default
+        if ctx and prompt_len + asked > ctx:
+            raise ApiError(400, f"This model's maximum context length is {ctx} tokens. However, "
+                           f"you requested {prompt_len + asked} tokens ({prompt_len} in the "
+                           f"prompt, {asked} in the completion). Reduce the prompt or "
+                           "max_tokens.", "max_tokens", code="context_length_exceeded")
+        return asked
+
+    def sampling(req: _Common, max_tokens: int, logprobs: bool) -> SamplingParams:
+        return SamplingParams(
+            temperature=1.0 if req.temperature is None else req.temperature,
+            top_p=1.0 if req.top_p is None else req.top_p,
+            max_tokens=max_tokens, stop=stops(req), seed=req.seed, logprobs=logprobs)
+
+    def token_text(token_id: int, as_ids: bool) -> str:
+        return f"token_id:{token_id}" if as_ids else tokenizer.decode([token_id])
+
+    def chat_logprob(step: TokenStep, as_ids: bool) -> dict[str, Any]:
+        def entry(tid: int, lp: float) -> dict[str, Any]:
+            text = token_text(tid, as_ids)
+            return {"token": text, "logprob": lp, "bytes": list(text.encode("utf-8"))}
+
+        return {**entry(step.token_id, step.logprob),
+                "top_logprobs": [entry(t, lp) for t, lp in step.top]}
+
+    def completion_logprobs(steps: list[TokenStep], as_ids: bool, offset: int) -> dict[str, Any]:
+        tokens = [token_text(s.token_id, as_ids) for s in steps]
+        offsets = []
+        for t in tokens:
+            offsets.append(offset)
+            offset += len(t)
+        return {"tokens": tokens, "token_logprobs": [s.logprob for s in steps],
+                "top_logprobs": [{token_text(t, as_ids): lp for t, lp in s.top} for s in steps],
+                "text_offset": offsets}
+
+    def usage(c: Completion) -> dict[str, int]:
+        return {"prompt_tokens": c.prompt_tokens, "completion_tokens": c.completion_tokens,
+                "total_tokens": c.prompt_tokens + c.completion_tokens}
+
+    async def collect(events: AsyncIterator[TokenStep | Completion]
+                      ) -> tuple[list[TokenStep], Completion]:
+        steps: list[TokenStep] = []
+        async for item in events:
+            if isinstance(item, TokenStep):
+                steps.append(item)
+            else:
+                return steps, item
+        raise LLMError("the backend ended a request without a result")
+
+    def generation_failed(e: LLMError) -> ApiError:
+        return ApiError(500, str(e), kind="server_error")
+
+    def stream_events(events: AsyncIterator[TokenStep | Completion], stop: tuple[str, ...],
+                      head: dict[str, Any], choice: Callable[..., dict[str, Any]],
+                      lp_of: Callable[[list[TokenStep], int], Any] | None,
+                      include_usage: bool) -> AsyncIterator[str]:
+        """SSE lines: text deltas as tokens arrive, then the finish reason, usage, [DONE]."""
+
+        async def gen() -> AsyncIterator[str]:
+            def chunk(**fields: Any) -> str:
+                body = {**head, "choices": [choice(**fields)]}
+                if include_usage:
+                    body["usage"] = None
+                return sse(body)
+
+            text = TextStream(tokenizer, stop)
+            pending: list[TokenStep] = []
+            offset = 0
+            try:
+                yield chunk(first=True)
+                async for item in events:
+                    if isinstance(item, TokenStep):
+                        pending.append(item)
+                        delta = text.push(item.token_id)
+                        if delta:
+                            yield chunk(text=delta, logprobs=lp_of(pending, offset)
+                                        if lp_of else None)
+                            offset += len(delta)
+                            pending = []
+                        continue
+                    rest = text.finish(item.text)
+                    if rest or pending:
+                        yield chunk(text=rest, logprobs=lp_of(pending, offset) if lp_of else None)
+                    yield chunk(finish=item.finish_reason)
+                    if include_usage:
+                        yield sse({**head, "choices": [], "usage": usage(item)})
+                    break
+            except LLMError as e:
+                log.warning("streamed request failed: %s", e)
+                yield sse(error_body(str(e), "server_error"))
+            finally:
+                await events.aclose()  # type: ignore[attr-defined]
+            yield sse("[DONE]")
+
+        return gen()
 
     @app.get("/v1/models")
     async def models() -> dict[str, Any]:
-        return {"object": "list", "data": [{"id": backend.model, "object": "model",
-                                            "created": 0, "owned_by": "marag"}]}
+        return {"object": "list", "data": [model_card(n) for n in names]}
+
+    @app.get("/v1/models/{model_id:path}")
+    async def model(model_id: str) -> dict[str, Any]:
+        if model_id not in names:
+            raise ApiError(404, f"The model {model_id!r} does not exist", "model",
+                           code="model_not_found")
+        return model_card(model_id)
 
     @app.get("/health")
-    async def health() -> dict[str, str]:
-        return {"status": "ok", "model": backend.model}
+    async def health() -> dict[str, Any]:
+        return {"status": "ok", "model": names[0], "served_names": names}
 
     @app.post("/v1/chat/completions")
-    async def chat(req: ChatRequest) -> Any:
-        if req.n != 1:
-            return _error(400, f"n={req.n} is not supported; only n=1")
-        if req.stream:
-            return _error(400, "stream=true is not supported")
-        if req.model and req.model != backend.model:
-            return _error(404, f"model {req.model!r} is not served here; "
-                               f"this server has {backend.model!r}", "model_not_found")
-        messages = [{"role": m.role, "content": m.content} for m in req.messages]
+    async def chat(req: ChatRequest, request: Request) -> Any:
+        check_chat(req)
+        name = served(req.model)
+        messages = chat_messages(req.messages)
         try:
-            [c] = await backend.generate([messages], _params(req))
+            ids = backend.encode(messages)
+        except Exception as e:  # noqa: BLE001 - a template's own error type; the client's fault
+            raise ApiError(400, f"the chat template rejected the messages: {e}",
+                           "messages") from None
+        n_tokens = budget(len(ids), req.max_completion_tokens or req.max_tokens,
+                          default_max_tokens)
+        want_lp = bool(req.logprobs)
+        top_n = req.top_logprobs or 0
+        events = backend.stream(ids, sampling(req, n_tokens, want_lp),
+                                prefix_len=backend.prefix_len(messages, ids), top_logprobs=top_n)
+        as_ids = req.return_tokens_as_token_ids
+        head = {"id": f"chatcmpl-{uuid.uuid4().hex}", "created": int(time.time()), "model": name}
+        if req.stream:
+            def choice(first: bool = False, text: str | None = None, logprobs: Any = None,
+                       finish: str | None = None) -> dict[str, Any]:
+                delta = ({"role": "assistant", "content": ""} if first
+                         else {"content": text} if text is not None else {})
+                return {"index": 0, "delta": delta, "logprobs": logprobs, "finish_reason": finish}
+
+            lp_of = ((lambda steps, _: {"content": [chat_logprob(s, as_ids) for s in steps]})
+                     if want_lp else None)
+            include = bool(req.stream_options and req.stream_options.include_usage)
+            return EventStream(stream_events(events, backend.sampling(
+                sampling(req, n_tokens, want_lp)).stop,
+                {**head, "object": "chat.completion.chunk"}, choice, lp_of, include))
+        try:
+            steps, c = await unless_disconnected(request, collect(events))
         except LLMError as e:
-            return _error(400, str(e))
-        choice: dict[str, Any] = {
-            "index": 0,
-            "message": {"role": "assistant", "content": c.text},
-            "finish_reason": c.finish_reason,
-            "logprobs": ({"content": _logprob_content(backend, c, req.return_tokens_as_token_ids)}
-                         if req.logprobs else None),
-        }
-        return {
-            "id": f"chatcmpl-{uuid.uuid4().hex}",
-            "object": "chat.completion",
-            "created": int(time.time()),
-            "model": backend.model,
-            "choices": [choice],
-            "usage": {"prompt_tokens": c.prompt_tokens,
-                      "completion_tokens": c.completion_tokens,
-                      "total_tokens": c.prompt_tokens + c.completion_tokens},
-        }
+            raise generation_failed(e) from None
+        logprobs = ({"content": [chat_logprob(s, as_ids) for s in steps]} if want_lp else None)
+        return {**head, "object": "chat.completion",
+                "choices": [{"index": 0, "message": {"role": "assistant", "content": c.text},
+                             "finish_reason": c.finish_reason, "logprobs": logprobs}],
+                "usage": usage(c)}
+
+    @app.post("/v1/completions")
+    async def completions(req: CompletionRequest, request: Request) -> Any:
+        check_completion(req)
+        name = served(req.model)
+        prompts = [req.prompt] if isinstance(req.prompt, str) else req.prompt
+        if not prompts or not all(isinstance(p, str) for p in prompts):
+            raise ApiError(400, "prompt must be a string or a non-empty list of strings "
+                           "(token-id prompts are not supported)", "prompt")
+        if req.stream and len(prompts) > 1:
+            raise ApiError(400, "streaming takes one prompt per request", "prompt")
+        want_lp = req.logprobs is not None
+        top_n = req.logprobs or 0
+        as_ids = req.return_tokens_as_token_ids
+        runs = []
+        for p in prompts:
+            ids = list(tokenizer(p)["input_ids"])
+            n_tokens = budget(len(ids), req.max_tokens, COMPLETIONS_DEFAULT_MAX_TOKENS)
+            runs.append(backend.stream(ids, sampling(req, n_tokens, want_lp),
+                                       top_logprobs=top_n))
+        head = {"id": f"cmpl-{uuid.uuid4().hex}", "object": "text_completion",
+                "created": int(time.time()), "model": name}
+        if req.stream:
+            def choice(first: bool = False, text: str | None = None, logprobs: Any = None,
+                       finish: str | None = None) -> dict[str, Any]:
+                return {"index": 0, "text": text or "", "logprobs": logprobs,
+                        "finish_reason": finish}
+
+            lp_of = ((lambda steps, offset: completion_logprobs(steps, as_ids, offset))
+                     if want_lp else None)
+            include = bool(req.stream_options and req.stream_options.include_usage)
+            stop = backend.sampling(sampling(req, 1, want_lp)).stop
+            return EventStream(stream_events(runs[0], stop, head, choice, lp_of, include))
+        try:
+            results = await unless_disconnected(
+                request, asyncio.gather(*(collect(r) for r in runs)))
+        except LLMError as e:
+            raise generation_failed(e) from None
+        choices = [{"index": i, "text": c.text, "finish_reason": c.finish_reason,
+                    "logprobs": completion_logprobs(steps, as_ids, 0) if want_lp else None}
+                   for i, (steps, c) in enumerate(results)]
+        total = [sum(getattr(c, f) for _, c in results) for f in
+                 ("prompt_tokens", "completion_tokens")]
+        return {**head, "choices": choices,
+                "usage": {"prompt_tokens": total[0], "completion_tokens": total[1],
+                          "total_tokens": sum(total)}}
 
     return app

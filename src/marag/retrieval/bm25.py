@@ -236,7 +236,12 @@ class BM25Index(Retriever):
         return scores
 
     def search_rows(self, queries: list[str], k: int) -> tuple[np.ndarray, np.ndarray]:
-        """Row indices and scores, shape ``(len(queries), min(k, n))``, best first."""
+        """Row indices and scores, shape ``(len(queries), min(k, n))``, best first.
+
+        A row is -1 (as in faiss) where fewer passages than ``k`` score above zero: a passage
+        that shares no term with the query is not a hit, however few hits there are. With the
+        default Lucene scoring every matching passage scores above zero (its idf is positive).
+        """
         from bm25s.selection import topk
 
         k = min(k, self._num_docs)
@@ -249,14 +254,16 @@ class BM25Index(Retriever):
             ids = [vocab[t] for t in tokens if t in vocab]
             top_scores, top_rows = topk(self.scores_for(ids), k, backend="auto", sorted=True)
             out_rows[i], out_scores[i] = top_rows, top_scores
+        out_rows[out_scores <= 0] = -1
         return out_rows, out_scores
 
     def search_batch(self, queries: list[str], k: int) -> list[Hits]:
         rows, scores = self.search_rows(queries, k)
-        return [
-            Hits(q, self.store.get_many(r), [float(s) for s in sc])
-            for q, r, sc in zip(queries, rows.tolist(), scores, strict=True)
-        ]
+        out = []
+        for q, r, sc in zip(queries, rows.tolist(), scores.tolist(), strict=True):
+            n = sum(1 for row in r if row >= 0)  # hits come first: they outscore every non-hit
+            out.append(Hits(q, self.store.get_many(r[:n]), [float(s) for s in sc[:n]]))
+        return out
 
     def close(self) -> None:
         self.store.close()

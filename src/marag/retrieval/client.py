@@ -87,6 +87,15 @@ def _reason(response: httpx.Response) -> str:
         detail = response.json().get("detail")
     except (ValueError, AttributeError):
         detail = None
+    if isinstance(detail, list):  # FastAPI's validation errors: [{"loc", "msg", ...}, ...]
+        parts = []
+        for e in detail:
+            if not isinstance(e, dict):
+                parts.append(str(e))
+                continue
+            loc = ".".join(str(x) for x in e.get("loc", ()) if x != "body")
+            parts.append(f"{loc}: {e.get('msg')}" if loc else str(e.get("msg")))
+        return "; ".join(parts)
     return str(detail if detail is not None else response.text[:300])
 
 

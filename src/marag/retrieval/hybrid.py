@@ -138,7 +138,7 @@ class HybridIndex(Retriever):
         d_rows, _ = self.dense.search_rows(queries, depth)  # type: ignore[attr-defined]
         out = []
         for q, br, dr in zip(queries, b_rows.tolist(), d_rows.tolist(), strict=True):
-            fused = rrf([[str(r) for r in br], [str(r) for r in dr if r >= 0]], self.rrf_k, self.weights)[:k]
+            fused = rrf([[str(r) for r in br if r >= 0], [str(r) for r in dr if r >= 0]], self.rrf_k, self.weights)[:k]
             passages = self.bm25.store.get_many(int(r) for r, _ in fused)  # type: ignore[attr-defined]
             out.append(Hits(q, passages, [s for _, s in fused]))
         return out

@@ -11,9 +11,18 @@ stand in for their retrieval servers unchanged:
   ``{"questions": [...], "N": k}`` -> ``[{"question", "top_k_docs": ["title\\ntext", ...]}, ...]``.
 - ``GET /health`` -> ``{"status", "kind", "passages"}``.
 
-Requests are validated by hand rather than by pydantic models so every bad request gets a 4xx
-whose ``detail`` names the offending field in plain words (and a body that is not JSON is a 400,
-not a 422 about "json_invalid").
+Requests are read the way Search-R1's own server reads them: its pydantic request model in
+lax mode, so ``topk`` may be ``"3"`` or ``3.0``, a missing, null or 0 ``topk`` means the
+server's default, unknown fields are ignored, an empty query list is answered with an empty
+result, and a malformed request gets FastAPI's default 422 body (``{"detail": [{"type",
+"loc", "msg", "input"}, ...]}``). A query list may come back with fewer than ``k`` passages:
+an index returns only passages that match (BM25: that share a term with the query), and the
+response header ``X-Marag-Short-Lists`` counts the queries so answered.
+
+What protects the server stays strict: a body that is not JSON is a 400 (same error shape),
+and a body over ``max_body_bytes``, more than ``max_batch`` queries or more than
+``max_results`` passages (queries x k) in one request is a 413 whose ``detail`` says which
+limit and how to split the request.
 """
 
 from __future__ import annotations
@@ -24,9 +33,12 @@ import math
 from typing import Any
 
 from fastapi import FastAPI, Request
+from fastapi.encoders import jsonable_encoder
 from fastapi.responses import JSONResponse
+from pydantic import BaseModel, ConfigDict, ValidationError
 from starlette.concurrency import run_in_threadpool
 
+from marag.corpus import source_id
 from marag.retrieval.base import Retriever
 from marag.retrieval.coalesce import Coalescer
 from marag.types import Hits
@@ -35,6 +47,28 @@ log = logging.getLogger(__name__)
 
 SEARCH_R1_DEFAULT_TOPK = 3  # Search-R1's launcher default
 MMOA_DEFAULT_N = 10  # the MMOA-RAG flask server's default
+# Search-R1's standard GRPO run sends train batch 512 x 5 samples = 2,560 queries in one POST
+DEFAULT_MAX_BATCH = 8192
+DEFAULT_MAX_RESULTS = 100_000  # passages per request (queries x k): ~70 MB of JSON at most
+DEFAULT_MAX_BODY = 16 << 20
+SHORT_HEADER = "X-Marag-Short-Lists"
+
+
+class RetrieveRequest(BaseModel):
+    """Search-R1's ``QueryRequest``, field for field (lax types, extra fields ignored)."""
+
+    model_config = ConfigDict(extra="ignore")
+    queries: list[str]
+    topk: int | None = None
+    return_scores: bool = False
+
+
+class SearchRequest(BaseModel):
+    """The MMOA-RAG / MAO-ARAG ``/search`` body."""
+
+    model_config = ConfigDict(extra="ignore")
+    questions: list[str]
+    N: int | None = None
 
 
 class ServerFailure(RuntimeError):
@@ -42,58 +76,55 @@ class ServerFailure(RuntimeError):
 
 
 class BadRequest(ValueError):
-    """A request the client must fix; becomes a 4xx whose detail is the message."""
+    """A request the client must fix. ``detail`` is FastAPI's list of error objects for
+    malformed requests, or a sentence for a limit (FastAPI's ``HTTPException`` shape)."""
 
-    def __init__(self, message: str, status: int = 422) -> None:
-        super().__init__(message)
+    def __init__(self, detail: str | list[dict[str, Any]], status: int = 422) -> None:
+        super().__init__(detail if isinstance(detail, str) else json.dumps(detail))
+        self.detail = detail
         self.status = status
 
 
-def parse_queries(body: dict[str, Any], field: str, max_batch: int) -> list[str]:
-    if field not in body:
-        raise BadRequest(f"missing field {field!r} (a list of strings)")
-    queries = body[field]
-    if not isinstance(queries, list):
-        raise BadRequest(f"{field!r} must be a list of strings, got {type(queries).__name__}")
-    if not queries:
-        raise BadRequest(f"{field!r} is empty: send at least one query")
-    if len(queries) > max_batch:
-        raise BadRequest(
-            f"{field!r} has {len(queries)} queries; this server accepts at most {max_batch} "
-            "per request (split the batch)",
-            status=413,
-        )
-    for i, q in enumerate(queries):
-        if not isinstance(q, str):
-            raise BadRequest(f"{field}[{i}] must be a string, got {type(q).__name__}")
-    return queries
+def field_error(field: str, kind: str, msg: str, value: Any, **ctx: Any) -> BadRequest:
+    """One FastAPI-shaped validation error about a body field."""
+    error: dict[str, Any] = {"type": kind, "loc": ["body", field], "msg": msg, "input": value}
+    if ctx:
+        error["ctx"] = ctx
+    return BadRequest([error])
 
 
-def parse_topk(body: dict[str, Any], field: str, default: int, max_topk: int) -> int:
-    value = body.get(field)
-    if value is None:
+def validate(model: type[BaseModel], body: Any) -> Any:
+    try:
+        return model.model_validate(body)
+    except ValidationError as e:
+        errors = e.errors(include_url=False)
+        for err in errors:
+            err["loc"] = ["body", *err["loc"]]
+        raise BadRequest(jsonable_encoder(errors)) from None
+
+
+def resolve_topk(value: int | None, field: str, default: int, max_topk: int) -> int:
+    """Search-R1 falls back to its default for a missing, null or 0 ``topk``."""
+    if not value:
         return default
-    # bool is an int subclass; "topk": true is a client bug, not 1
-    if isinstance(value, bool) or not isinstance(value, int):
-        raise BadRequest(f"{field!r} must be an integer, got {type(value).__name__}")
-    if value <= 0 or value > max_topk:
-        raise BadRequest(f"{field!r} must be between 1 and {max_topk}, got {value}")
+    if value < 0:
+        raise field_error(field, "greater_than_equal", "Input should be greater than or "
+                          "equal to 0", value, ge=0)
+    if value > max_topk:
+        raise field_error(field, "less_than_equal", f"Input should be less than or equal to "
+                          f"{max_topk} (this server's --max-topk)", value, le=max_topk)
     return value
 
 
-def parse_flag(body: dict[str, Any], field: str) -> bool:
-    value = body.get(field, False)
-    if value is None:
-        return False
-    if not isinstance(value, bool):
-        raise BadRequest(f"{field!r} must be true or false, got {type(value).__name__}")
-    return value
-
-
-def check_fields(body: dict[str, Any], allowed: set[str]) -> None:
-    unknown = sorted(set(body) - allowed)
-    if unknown:
-        raise BadRequest(f"unknown field(s) {unknown}; expected some of {sorted(allowed)}")
+def check_size(queries: list[str], field: str, k: int, max_batch: int, max_results: int) -> None:
+    if len(queries) > max_batch:
+        raise BadRequest(f"{field!r} has {len(queries)} queries; this server accepts at most "
+                         f"{max_batch} per request (split the batch, or start the server with a "
+                         "larger --max-batch)", status=413)
+    if len(queries) * k > max_results:
+        raise BadRequest(f"{len(queries)} queries x {k} passages = {len(queries) * k} passages; "
+                         f"this server returns at most {max_results} per request (split the "
+                         "batch, or start the server with a larger --max-results)", status=413)
 
 
 def run_search(retriever: Retriever, queries: list[str], k: int) -> list[Hits]:
@@ -113,6 +144,9 @@ def run_search(retriever: Retriever, queries: list[str], k: int) -> list[Hits]:
                     f"retriever {retriever.name!r} returned {len(hits.passages)} passages "
                     f"but {len(hits.scores)} scores for query {queries[i]!r}"
                 )
+            if len(hits.passages) > k:
+                raise RuntimeError(f"retriever {retriever.name!r} returned {len(hits.passages)} "
+                                   f"passages for k={k}")
             # JSON has no NaN/inf: one such score would make the whole response unparsable
             if not all(math.isfinite(s) for s in hits.scores):
                 raise RuntimeError(f"retriever {retriever.name!r} returned a non-finite score")
@@ -123,7 +157,8 @@ def run_search(retriever: Retriever, queries: list[str], k: int) -> list[Hits]:
 def retrieve_payload(results: list[Hits], return_scores: bool) -> dict[str, Any]:
     out = []
     for hits in results:
-        docs = [{"id": p.id, "contents": p.contents} for p in hits.passages]
+        # id and contents as the corpus record has them (an integer id stays an integer)
+        docs = [{"id": source_id(p), "contents": p.contents} for p in hits.passages]
         if return_scores:
             out.append([{"document": d, "score": float(s)} for d, s in zip(docs, hits.scores)])
         else:
@@ -152,8 +187,10 @@ def passage_count(retriever: Retriever) -> int | None:
 def create_app(
     retriever: Retriever,
     *,
-    max_batch: int = 1024,
+    max_batch: int = DEFAULT_MAX_BATCH,
     max_topk: int = 1000,
+    max_results: int = DEFAULT_MAX_RESULTS,
+    max_body_bytes: int = DEFAULT_MAX_BODY,
     default_topk: int = SEARCH_R1_DEFAULT_TOPK,
     concurrency: int = 4,
     kind: str | None = None,
@@ -162,6 +199,7 @@ def create_app(
     (retrieval is CPU- or memory-bound, so more threads only add contention); requests arriving
     while all are busy are merged into shared ``search_batch`` calls (see ``coalesce``)."""
     app = FastAPI(title="marag retrieval server")
+
     async def in_thread(queries: list[str], k: int) -> list[Hits]:
         return await run_in_threadpool(run_search, retriever, queries, k)
 
@@ -169,26 +207,42 @@ def create_app(
     app.state.coalescer = coalescer
     index_kind = kind or getattr(retriever, "kind", None) or retriever.name
 
-    async def read_body(request: Request) -> dict[str, Any]:
-        raw = await request.body()
+    async def read_body(request: Request) -> Any:
+        declared = request.headers.get("content-length", "")
+        if declared.isdigit() and int(declared) > max_body_bytes:
+            raise BadRequest(f"request body has {declared} bytes; this server accepts at most "
+                             f"{max_body_bytes} (split the batch)", status=413)
+        raw = bytearray()
+        async for chunk in request.stream():  # a chunked upload has no length to check first
+            raw += chunk
+            if len(raw) > max_body_bytes:
+                raise BadRequest(f"request body exceeds {max_body_bytes} bytes (split the batch)",
+                                 status=413)
         try:
-            body = json.loads(raw)
+            return json.loads(raw)
         except (ValueError, UnicodeDecodeError) as e:
-            raise BadRequest(f"request body is not valid JSON ({e})", status=400) from None
-        if not isinstance(body, dict):
-            raise BadRequest(f"request body must be a JSON object, got {type(body).__name__}", 400)
-        return body
+            pos = getattr(e, "pos", 0)
+            reason = getattr(e, "msg", None) or str(e)
+            raise BadRequest([{"type": "json_invalid", "loc": ["body", pos],
+                               "msg": f"JSON decode error: request body is not valid JSON "
+                                      f"({reason})", "input": {}, "ctx": {"error": reason}}],
+                             status=400) from None
 
     async def searched(queries: list[str], k: int) -> list[Hits]:
+        if not queries:
+            return []
         try:
             return await coalescer.submit(queries, k)
         except Exception as e:
             log.exception("retrieval failed for %d queries (k=%d)", len(queries), k)
             raise ServerFailure(f"retrieval failed: {type(e).__name__}: {e}") from e
 
+    def short_lists(results: list[Hits], k: int) -> dict[str, str]:
+        return {SHORT_HEADER: str(sum(1 for h in results if len(h.passages) < k))}
+
     @app.exception_handler(BadRequest)
     async def _bad_request(request: Request, exc: BadRequest) -> JSONResponse:
-        return JSONResponse({"detail": str(exc)}, status_code=exc.status)
+        return JSONResponse({"detail": exc.detail}, status_code=exc.status)
 
     @app.exception_handler(ServerFailure)
     async def _failure(request: Request, exc: ServerFailure) -> JSONResponse:
@@ -200,22 +254,24 @@ def create_app(
 
     @app.post("/retrieve")
     async def retrieve(request: Request) -> JSONResponse:
-        body = await read_body(request)
-        queries = parse_queries(body, "queries", max_batch)
-        check_fields(body, {"queries", "topk", "return_scores"})
-        k = parse_topk(body, "topk", default_topk, max_topk)
-        with_scores = parse_flag(body, "return_scores")
-        results = await searched(queries, k)
-        return JSONResponse(retrieve_payload(results, with_scores))
+        """Search-R1's endpoint. Each query's list holds at most ``topk`` passages, best
+        first, and fewer when fewer match (a query with no matching term gets ``[]``)."""
+        req = validate(RetrieveRequest, await read_body(request))
+        k = resolve_topk(req.topk, "topk", default_topk, max_topk)
+        check_size(req.queries, "queries", k, max_batch, max_results)
+        results = await searched(req.queries, k)
+        return JSONResponse(retrieve_payload(results, req.return_scores),
+                            headers=short_lists(results, k))
 
     @app.post("/search")
     async def search(request: Request) -> JSONResponse:
-        body = await read_body(request)
-        questions = parse_queries(body, "questions", max_batch)
-        check_fields(body, {"questions", "N"})
-        k = parse_topk(body, "N", min(MMOA_DEFAULT_N, max_topk), max_topk)
-        results = await searched(questions, k)
-        return JSONResponse(search_payload(results))
+        """MMOA-RAG's endpoint; ``top_k_docs`` holds at most ``N`` passages, fewer when
+        fewer match."""
+        req = validate(SearchRequest, await read_body(request))
+        k = resolve_topk(req.N, "N", min(MMOA_DEFAULT_N, max_topk), max_topk)
+        check_size(req.questions, "questions", k, max_batch, max_results)
+        results = await searched(req.questions, k)
+        return JSONResponse(search_payload(results), headers=short_lists(results, k))
 
     return app
 
