@@ -42,7 +42,7 @@ def run(args: argparse.Namespace) -> int:
 
     from marag.api import ask_async
     from marag.config import load_config
-    from marag.workflows.render import render_trace
+    from marag.view.text import render_trace
 
     config = load_config(args.config, flag_overrides(args))
     try:
