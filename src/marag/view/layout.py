@@ -42,7 +42,9 @@ class TraceLayout:
                 "summaries": self.summaries}
 
 
-def layout(nodes: Sequence[Node], steps: Sequence[Step]) -> TraceLayout:
+def layout(nodes: Sequence[Node], steps: Sequence[Step],
+           summaries: list[str] | None = None) -> TraceLayout:
+    """Lay out ``nodes`` and ``steps``; ``summaries`` (one per step) when already computed."""
     by_id = {n.id: n for n in nodes}
     own: dict[int, list[int]] = {}
     loose: list[int] = []
@@ -66,4 +68,6 @@ def layout(nodes: Sequence[Node], steps: Sequence[Step]) -> TraceLayout:
                         [i for i in mine if i >= split])
 
     roots = [place(n) for n in nodes if n.parent is None or n.parent not in by_id]
-    return TraceLayout(roots, loose, [step_summary(s) for s in steps])
+    if summaries is None:
+        summaries = [step_summary(s) for s in steps]
+    return TraceLayout(roots, loose, summaries)
