@@ -146,7 +146,9 @@ def create_app(ctx: Context, settings: ServeSettings | None = None) -> FastAPI:
 
     @app.exception_handler(RunDirError)
     async def _damaged(request: Request, exc: RunDirError) -> JSONResponse:
-        return JSONResponse({"detail": str(exc)}, status_code=422)
+        # name the file relative to the runs directory: clients need not learn server paths
+        detail = str(exc).replace(f"{server.store.root}/", "")
+        return JSONResponse({"detail": detail}, status_code=422)
 
     @app.get("/", include_in_schema=False)
     async def page() -> FileResponse:
