@@ -30,9 +30,9 @@ if not (Path(CHROMIUM).is_file() and Path(DRIVER).is_file()):
                 allow_module_level=True)
 webdriver = pytest.importorskip("selenium.webdriver",
                                 reason="selenium not installed (pip install -e '.[dev]')")
-from selenium.common.exceptions import StaleElementReferenceException  # noqa: E402
-from selenium.webdriver.common.by import By  # noqa: E402
-from selenium.webdriver.support.ui import Select, WebDriverWait  # noqa: E402
+from selenium.common.exceptions import StaleElementReferenceException
+from selenium.webdriver.common.by import By
+from selenium.webdriver.support.ui import Select, WebDriverWait
 
 
 @pytest.fixture(scope="module")
