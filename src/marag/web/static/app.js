@@ -69,8 +69,8 @@ function stepBody(step) {
         scores[i] !== undefined ? ` (score ${fmt(scores[i], 3)})` : ""))));
   }
   const who = [step.backend, step.model].filter(Boolean).join(" / ");
-  body.append(el("h4", {}, "cost"), el("div", {},
-    `${step.prompt_tokens} prompt + ${step.completion_tokens} completion tokens · ${fmt(step.latency, 3)} s` +
+  const tokens = step.role === "R" ? "" : `${step.prompt_tokens} prompt + ${step.completion_tokens} completion tokens · `;
+  body.append(el("h4", {}, "cost"), el("div", {}, `${tokens}${fmt(step.latency, 3)} s` +
     ` · started at ${fmt(step.started, 3)} s · round ${step.round}` + (who ? ` · ${who}` : "")));
   return body;
 }
