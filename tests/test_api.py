@@ -14,7 +14,7 @@ from marag.api import ask_async, build_context, resolve_config
 from marag.config import Config, ConfigError, load_config
 from marag.llm.scripted import ScriptedLLM
 from marag.types import Trace
-from marag.workflows.render import render_trace
+from marag.view.text import render_trace
 
 
 @pytest.fixture(scope="module")

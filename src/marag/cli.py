@@ -18,6 +18,7 @@ COMMAND_MODULES = [
     "search",
     "serve_retriever",
     "serve_llm",
+    "serve",
     "eval",
     "report",
     "train",

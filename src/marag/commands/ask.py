@@ -41,7 +41,7 @@ def run(args: argparse.Namespace) -> int:
     import json
 
     from marag.api import ask_async
-    from marag.workflows.render import render_trace
+    from marag.view.text import render_trace
 
     if not args.question.strip():
         print("marag ask: the question is empty; give the question to answer in quotes",

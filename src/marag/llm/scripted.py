@@ -87,3 +87,39 @@ class ScriptedLLM:
 
     async def aclose(self) -> None:
         return None
+
+
+def _asked(messages: Messages) -> str:
+    """The question in a role's last user message (every role writes ``Question: ...``)."""
+    found = re.findall(r"Question: (.*)", messages[-1].get("content", ""))
+    return found[-1].strip() if found else ""
+
+
+def decomposing(sub_questions: list[str], answers: list[str], final: str, *,
+                rewrites: dict[str, str] | None = None, latency: float = 0.0) -> ScriptedLLM:
+    """A scripted team that splits every root question serially into ``sub_questions``, makes
+    each self-contained with QR (``rewrites``: sub-question -> rewritten form), solves it with
+    R, DS, AG (the i-th gets ``answers[i]``) and summarises to ``final``: a deterministic
+    multi-node trace for tests and demos, whatever the question."""
+    if len(sub_questions) != len(answers):
+        raise ValueError("one answer per sub-question")
+    rewrites = dict(rewrites or {})
+    by_question = {**dict(zip(sub_questions, answers)),
+                   **{rewrites[q]: a for q, a in zip(sub_questions, answers) if q in rewrites}}
+
+    def plan(messages: Messages) -> str:
+        # the planner is offered decomposition only on the root (default max_depth)
+        split = "QDS" in messages[0].get("content", "")
+        return "<workflow>QDS</workflow>" if split else "<workflow>R, DS, AG</workflow>"
+
+    def rewrite(messages: Messages) -> str:
+        q = _asked(messages)
+        return f"<query>{rewrites.get(q, q)}</query>"
+
+    def answer(messages: Messages) -> str:
+        # any other question (the root, answered directly when a budget ends the run) gets final
+        return f"<answer>{by_question.get(_asked(messages), final)}</answer>"
+
+    subs = "".join(f"<q{i}>{q}</q{i}>" for i, q in enumerate(sub_questions, 1))
+    return ScriptedLLM({"planner": plan, "QDS": subs, "QR": rewrite, "DS": "<id>0, 1</id>",
+                        "AG": answer, "AS": f"<answer>{final}</answer>"}, latency=latency)

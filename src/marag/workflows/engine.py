@@ -20,8 +20,8 @@ import hashlib
 import logging
 import time
 from collections.abc import Awaitable, Callable, Sequence
-from dataclasses import dataclass, field
-from typing import Any
+from dataclasses import dataclass, field, replace
+from typing import Any, Protocol
 
 from marag.config import Config, ConfigError, Price
 from marag.llm.base import LLM, LLMError, SamplingParams, current_role
@@ -37,6 +37,21 @@ log = logging.getLogger(__name__)
 Body = Callable[["Run"], Awaitable[None]]
 EMPTY_QUESTION = "empty question: nothing to answer"
 Method = Callable[..., Awaitable[Trace]]  # (question, ctx, sample=0) -> Trace
+
+
+class RunListener(Protocol):
+    """Told about a question's progress as it happens (live views, progress displays).
+
+    ``on_step`` gets each Step as it is recorded (concurrent QDP children interleave here; the
+    Trace keeps them grouped). ``on_node`` gets a Node when it is added or when its question,
+    answer, workflow, children or solved flag changed; changes made by workflow code between
+    two actions are reported when the next action starts (or when the run ends). Listeners
+    run inside the event loop and must be quick; an exception from one is logged and ignored.
+    """
+
+    def on_step(self, step: Step) -> None: ...
+
+    def on_node(self, node: Node) -> None: ...
 
 
 @dataclass(slots=True)
@@ -61,6 +76,7 @@ class Context:
     config: Config
     retriever: Retriever | None = None
     logprobs: bool = False
+    listeners: tuple[RunListener, ...] = ()
     _routes: dict[str, Route] = field(default_factory=dict, repr=False)
     _prices: dict[str, Price | None] = field(default_factory=dict, repr=False)
 
@@ -74,6 +90,11 @@ class Context:
         if r is None:
             r = self._routes[role_name] = self._resolve(role_name)
         return r
+
+    def listening(self, *listeners: RunListener) -> Context:
+        """A copy that reports to ``listeners`` and shares everything else (backends, the
+        retriever, route and price caches): one per question when each has its own watcher."""
+        return replace(self, listeners=(*self.listeners, *listeners))
 
     def price(self, model: str) -> Price | None:
         """The config's price for ``model`` (or a built-in list price), cached per model."""
@@ -122,7 +143,7 @@ class Run:
     the branches' steps back in branch order, so a trace's steps are deterministic: each
     parallel child's steps are contiguous, in child order."""
 
-    __slots__ = ("_calls", "ctx", "round", "steps", "t0", "trace")
+    __slots__ = ("_calls", "_seen", "ctx", "listeners", "round", "steps", "t0", "trace")
 
     def __init__(self, ctx: Context, question: Question, method: str, sample: int = 0) -> None:
         self.ctx = ctx
@@ -132,6 +153,9 @@ class Run:
         self.t0 = time.perf_counter()
         # calls made so far per (node, role): shared with branches (their nodes differ)
         self._calls: dict[tuple[int, str], int] = {}
+        self.listeners = ctx.listeners
+        # node id -> the state last reported to listeners (shared with branches on purpose)
+        self._seen: dict[int, tuple[Any, ...]] = {}
 
     # ------------------------------------------------------------------ structure
 
@@ -148,6 +172,8 @@ class Run:
         nodes.append(node)
         if parent is not None:
             parent.children.append(node.id)
+        if self.listeners:
+            self.report_nodes()
         return node
 
     def answer(self, node: Node, value: Any) -> str:
@@ -162,6 +188,29 @@ class Run:
     def note(self, text: str) -> None:
         self.trace.notes.append(text)
         log.debug("%s: %s", self.trace.id, text)
+
+    # ------------------------------------------------------------------ listeners
+
+    def report_nodes(self) -> None:
+        """Tell listeners about every node whose state changed since it was last reported."""
+        for node in self.trace.nodes:
+            state = (node.question, node.answer, node.solved, len(node.children),
+                     None if node.workflow is None else tuple(node.workflow))
+            if self._seen.get(node.id) != state:
+                self._seen[node.id] = state
+                self._tell("on_node", node)
+
+    def _tell(self, what: str, item: Step | Node) -> None:
+        for listener in self.listeners:
+            try:
+                getattr(listener, what)(item)
+            except Exception:  # a broken watcher must not fail the question
+                log.exception("run listener %r failed in %s", listener, what)
+
+    def _record(self, step: Step) -> None:
+        self.steps.append(step)
+        if self.listeners:
+            self._tell("on_step", step)
 
     def branch(self) -> Run:
         b = copy.copy(self)
@@ -182,6 +231,8 @@ class Run:
 
         The role derives its parser's context from ``inputs``; ``constrained`` restricts
         decoding to what the role allows for these inputs (local backends)."""
+        if self.listeners:
+            self.report_nodes()
         route = self.ctx.route(role_name)
         messages = route.role.build(**inputs)
         if constrained:
@@ -210,7 +261,7 @@ class Run:
             started=started - self.t0, backend=route.backend, model=model, turn=turn,
             sampling=_sampling_record(params), weights_version=c.weights_version,
         )
-        self.steps.append(step)
+        self._record(step)
         cost = self.trace.cost
         cost.llm_calls += 1
         cost.prompt_tokens += c.prompt_tokens
@@ -240,6 +291,8 @@ class Run:
         retriever = self.ctx.retriever
         if retriever is None:
             raise RetrievalError("this method retrieves, but no retriever is configured")
+        if self.listeners:
+            self.report_nodes()
         started = time.perf_counter()
         hits = await retriever.search(queries, k)
         latency = time.perf_counter() - started
@@ -247,7 +300,7 @@ class Run:
             raise RetrievalError(f"retriever returned {len(hits)} results for {len(queries)} queries")
         rnd = self.round if round is None else round
         for q, h in zip(queries, hits):
-            self.steps.append(Step(
+            self._record(Step(
                 role="R", node_id=node_id, round=rnd, raw=q, doc_ids=h.ids,
                 parsed={"titles": [p.title for p in h.passages], "scores": list(h.scores)},
                 latency=latency, started=started - self.t0, backend=retriever.name, turn=turn,
@@ -311,6 +364,8 @@ async def execute(name: str, body: Body, question: Question, ctx: Context,
     trace.cost.seconds = time.perf_counter() - run.t0
     if trace.golden_answers and trace.answer is not None:
         trace.metrics = score_trace(trace)
+    if run.listeners:
+        run.report_nodes()
     return trace
 
 

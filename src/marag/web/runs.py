@@ -1,0 +1,192 @@
+"""Read-only access to the run directories under one root (``marag serve --runs DIR``).
+
+A run is a direct child directory holding ``traces.jsonl`` (written by ``marag eval``, later
+by ``marag train``). Names are checked against a strict pattern and the resolved path
+(symlinks followed) must stay inside the root, so no request can read elsewhere. A run still
+being written is readable: a torn last line is skipped and the file is never modified here.
+Parsed traces are cached per file size and modification time, so paging through a large run
+parses it once.
+"""
+
+from __future__ import annotations
+
+import json
+import logging
+import re
+import threading
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+from marag.eval.load import RunData, load_run
+from marag.eval.rundir import CONFIG, MANIFEST, METRICS, TRACES
+from marag.eval.summary import score_trace
+from marag.types import Trace
+
+log = logging.getLogger(__name__)
+
+NAME = re.compile(r"[A-Za-z0-9][A-Za-z0-9._-]{0,127}")
+PLOT = re.compile(r"[A-Za-z0-9][A-Za-z0-9._-]{0,127}\.(png|svg|jpg|jpeg)")
+PLOT_DIRS = ("plots", ".")
+FILTERS = ("all", "correct", "incorrect", "failed")
+CACHED_RUNS = 8
+
+
+class RunNotFound(LookupError):
+    """No such run (or plot, or trace), or a name that is not allowed."""
+
+
+def outcome(trace: Trace) -> str:
+    """``failed`` (the workflow broke), ``correct`` (exact match with a golden answer) or
+    ``incorrect``; answers are re-scored, as in ``metrics.json``."""
+    if trace.status == "failed":
+        return "failed"
+    return "correct" if score_trace(trace)["em"] >= 1.0 else "incorrect"
+
+
+def trace_row(index: int, t: Trace) -> dict[str, Any]:
+    """What a list of a run's questions shows; the full trace is fetched on demand."""
+    return {"index": index, "id": t.id, "question": t.question, "answer": t.answer,
+            "golden_answers": t.golden_answers, "status": t.status, "outcome": outcome(t),
+            "metrics": score_trace(t), "method": t.method, "dataset": t.dataset,
+            "cost": t.cost.to_dict(), "steps": len(t.steps), "nodes": len(t.nodes)}
+
+
+@dataclass
+class _Cached:
+    stamp: tuple[int, int]
+    data: RunData
+    by_id: dict[str, int]
+
+
+class RunStore:
+    def __init__(self, root: str | Path | None) -> None:
+        self.root = None if root is None else Path(root).resolve()
+        self._cache: dict[Path, _Cached] = {}
+        self._lock = threading.Lock()  # handlers run in a thread pool
+
+    # ----------------------------------------------------------------- paths
+
+    def path(self, name: str) -> Path:
+        if self.root is None:
+            raise RunNotFound("this server was started without --runs")
+        if not NAME.fullmatch(name) or name in (".", ".."):
+            raise RunNotFound(f"invalid run name {name!r}")
+        p = (self.root / name).resolve()
+        if p.parent != self.root or not (p / TRACES).is_file():
+            raise RunNotFound(f"no run named {name!r}")
+        return p
+
+    def plot(self, name: str, file: str) -> Path:
+        run = self.path(name)
+        if not PLOT.fullmatch(file):
+            raise RunNotFound(f"invalid plot name {file!r}")
+        for sub in PLOT_DIRS:
+            p = (run / sub / file).resolve()
+            if p.is_relative_to(run) and p.is_file():
+                return p
+        raise RunNotFound(f"run {name!r} has no plot {file!r}")
+
+    def plots(self, run: Path) -> list[str]:
+        out: list[str] = []
+        for sub in PLOT_DIRS:
+            d = run / sub
+            if d.is_dir():
+                out += sorted(f.name for f in d.iterdir() if PLOT.fullmatch(f.name)
+                              and f.resolve().is_relative_to(run) and f.is_file())
+        return list(dict.fromkeys(out))
+
+    # ----------------------------------------------------------------- reading
+
+    def names(self) -> list[str]:
+        if self.root is None or not self.root.is_dir():
+            return []
+        out = []
+        for d in sorted(self.root.iterdir()):
+            try:
+                self.path(d.name)
+            except RunNotFound:
+                continue
+            out.append(d.name)
+        return out
+
+    def load(self, name: str) -> _Cached:
+        p = self.path(name)
+        st = (p / TRACES).stat()
+        stamp = (st.st_size, st.st_mtime_ns)
+        with self._lock:
+            hit = self._cache.get(p)
+            if hit is not None and hit.stamp == stamp:
+                return hit
+        data = load_run(p)
+        entry = _Cached(stamp, data, {t.id: i for i, t in enumerate(data.traces)})
+        with self._lock:
+            self._cache[p] = entry
+            while len(self._cache) > CACHED_RUNS:  # dicts keep insertion order: drop the oldest
+                self._cache.pop(next(iter(self._cache)))
+        return entry
+
+    def listing(self) -> list[dict[str, Any]]:
+        """One line per run, from its files only (no trace parsing, so the list stays fast)."""
+        out = []
+        for name in self.names():
+            p = self.root / name  # type: ignore[operator]
+            manifest = _json(p / MANIFEST)
+            metrics = _json(p / METRICS)
+            ident = manifest.get("identity", {}) if isinstance(manifest, dict) else {}
+            traces = p / TRACES
+            out.append({
+                "name": name, "method": ident.get("method"), "dataset": ident.get("dataset"),
+                "n": ident.get("n"), "created": manifest.get("created"),
+                "modified": traces.stat().st_mtime, "finished": _finished(p),
+                "em": metrics.get("em"), "f1": metrics.get("f1"), "acc": metrics.get("acc"),
+            })
+        return out
+
+    def info(self, name: str) -> dict[str, Any]:
+        entry = self.load(name)
+        p = entry.data.path
+        cfg = p / CONFIG
+        return {"name": name, "method": entry.data.method, "manifest": entry.data.manifest,
+                "summary": entry.data.summary, "finished": _finished(p),
+                "config": cfg.read_text(encoding="utf-8") if cfg.is_file() else None,
+                "plots": self.plots(p)}
+
+    def traces(self, name: str, *, offset: int = 0, limit: int = 50, filter: str = "all",
+               q: str = "") -> dict[str, Any]:
+        if filter not in FILTERS:
+            raise ValueError(f"filter must be one of {', '.join(FILTERS)}")
+        entry = self.load(name)
+        needle = q.strip().lower()
+        rows = []
+        for i, t in enumerate(entry.data.traces):
+            if needle and needle not in t.question.lower() and needle not in t.id.lower() \
+                    and needle not in (t.answer or "").lower():
+                continue
+            if filter != "all" and outcome(t) != filter:
+                continue
+            rows.append((i, t))
+        page = rows[offset: offset + limit]
+        return {"total": len(rows), "offset": offset, "limit": limit,
+                "items": [trace_row(i, t) for i, t in page]}
+
+    def trace(self, name: str, trace_id: str) -> Trace:
+        entry = self.load(name)
+        i = entry.by_id.get(trace_id)
+        if i is None:
+            raise RunNotFound(f"run {name!r} has no question {trace_id!r}")
+        return entry.data.traces[i]
+
+
+def _json(path: Path) -> dict[str, Any]:
+    try:
+        obj = json.loads(path.read_text(encoding="utf-8"))
+    except (OSError, ValueError):
+        return {}
+    return obj if isinstance(obj, dict) else {}
+
+
+def _finished(run: Path) -> bool:
+    """A run is finished once metrics.json is at least as new as its last trace."""
+    m, t = run / METRICS, run / TRACES
+    return m.is_file() and m.stat().st_mtime_ns >= t.stat().st_mtime_ns
