@@ -330,11 +330,11 @@ def test_search_r1_turn_where_no_sample_searched_gets_an_empty_result(bm25):
     assert r.status_code == 200 and r.json() == []
 
 
-def test_search_r1_grpo_batch_of_2560_queries_is_one_request(bm25, shared_data):
+def test_search_r1_grpo_batch_of_2560_queries_is_one_request(bm25, qa_data):
     from marag.types import iter_jsonl
 
-    questions = [q["question"] for _, q in iter_jsonl(shared_data / "nq_open.questions.jsonl")]
-    queries = (questions * 4)[:2560]  # train batch 512 x 5 samples
+    questions = [q["question"] for _, q in iter_jsonl(qa_data / "nq_open.questions.jsonl")]
+    queries = (questions * 43)[:2560]  # train batch 512 x 5 samples
     http = client_for(bm25)  # the default limits
     blocks = search_r1_post(http, queries)
     assert len(blocks) == 2560

@@ -22,7 +22,7 @@ async def test_jade_serial_decomposition_heritage(hotpot_retriever, ctx_for):
                     "<workflow>R, DS, AG</workflow>"],
         "QDS": f"<q1>{SUB1}</q1><q2>{SUB2}</q2>",
         "QR": ["<query>Actor who first performed Something's Gotta Give</query>",
-               "<query>Heritage of Fred Astaire</query>"],
+               "<query>Heritage of Fred Astaire, the American actor and dancer</query>"],
         "AG": ["<answer>Fred Astaire</answer>", "<answer>American</answer>"],
         "DS": "<id>Document0, Document1, Document2, Document4</id>",
         "AS": "<answer>American</answer>",
@@ -44,13 +44,13 @@ async def test_jade_serial_decomposition_heritage(hotpot_retriever, ctx_for):
     assert SUB1 in t.steps[2].messages[-1]["content"]  # QR saw the sub-question...
     assert n1.question in t.steps[3].messages[-1]["content"]  # ...and the planner its rewrite
     # the second sub-question was made self-contained with the first one's answer
-    assert n2.question == "Heritage of Fred Astaire" and n2.answer == "American"
+    assert n2.question == "Heritage of Fred Astaire, the American actor and dancer" and n2.answer == "American"
     assert n2.workflow == ["R", "DS", "AG"]
     qr = t.steps[6]
     assert "Fred Astaire" in qr.messages[-1]["content"] and SUB2 in qr.messages[-1]["content"]
     # DS kept documents 0, 1, 2, 4 of the five retrieved for the rewritten query
     r2, ds, ag2 = t.steps[8], t.steps[9], t.steps[10]
-    assert r2.raw == "Heritage of Fred Astaire" and len(r2.doc_ids) == 5
+    assert r2.raw == "Heritage of Fred Astaire, the American actor and dancer" and len(r2.doc_ids) == 5
     assert ds.parsed == [0, 1, 2, 4] and ds.valid
     kept_titles = [r2.parsed["titles"][i] for i in (0, 1, 2, 4)]
     dropped = r2.parsed["titles"][3]
@@ -78,7 +78,7 @@ async def test_jade_single_hop_canada(hotpot_retriever, ctx_for):
     t = await run_method("jade", q, ctx)
     assert t.status == "ok" and t.answer == "1982"
     assert [s.role for s in t.steps] == ["planner", "R", "DS", "AG"]
-    assert t.steps[1].raw == q.question and len(t.steps[1].doc_ids) == 5
+    assert t.steps[1].raw == q.question and 1 <= len(t.steps[1].doc_ids) <= 5
     assert t.steps[2].parsed == [0, 1, 4]
     assert len(t.nodes) == 1 and t.nodes[0].workflow == ["R", "DS", "AG"]
     assert t.cost.rounds == 1 and t.cost.llm_calls == 3 and t.cost.retrieval_calls == 1
