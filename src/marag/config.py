@@ -19,7 +19,8 @@ MethodName = Literal["llm-only", "vanilla", "mmoa-rag", "mao-arag", "jade", "m-a
 IndexKind = Literal["bm25", "dense", "hybrid"]
 PromptProfile = Literal["default", "paper"]
 # Planner codes: a solving plan is an ordered subsequence of SOLVING_CODES; a decomposing plan is
-# one DECOMPOSE_CODES code alone; AS (summarise solved sub-questions) is applied by the engine.
+# one DECOMPOSE_CODES code alone; AS (summarise solved sub-questions) answers a decomposed node
+# (MAO-ARAG's planner writes it at that node's AS turn). The papers' RA is read as R.
 SolvingCode = Literal["QR", "R", "DS", "AG"]
 DecomposeCode = Literal["QDS", "QDP"]
 RoleCode = Literal[SolvingCode, DecomposeCode, "AS"]
