@@ -198,6 +198,15 @@ async def test_m_ask_puebla(hotpot_retriever, ctx_for):
     assert P_E1 in upd2.messages[-1]["content"]
     assert all(s.valid for s in t.steps)
     assert t.cost.retrieval_calls == 3 and t.cost.rounds == 5
+    # Table 6: five passages per search, each about 100 words in the summary's prompt
+    assert [len(s.doc_ids) for s in t.steps if s.role == "R"] == [5, 5, 5]
+    summ = next(s for s in t.steps if s.role == "mask.summary").messages[-1]["content"]
+    titles = next(s for s in t.steps if s.role == "R").parsed["titles"]
+    doc_lines = [ln for ln in summ.splitlines() if ln.startswith("Document")]
+    assert len(doc_lines) == 5
+    for i, (line, title) in enumerate(zip(doc_lines, titles)):
+        head = f"Document{i}: ({title}) "
+        assert line.startswith(head) and len(line[len(head):].replace(" ...", "").split()) <= 100
     assert t.cost.turns == 4  # Table 6: Turns 1-3 search, Turn 4 writes <end>
 
 
@@ -279,7 +288,7 @@ async def test_mao_arag_case4_serial_decomposition_hefferline(hotpot_retriever, 
         ("planner", 0, 4), ("AS", 0, 4),  # Turn 3: Planner AS
     ]
     assert all(s.valid for s in t.steps)
-    root, n1, n2 = t.nodes
+    _, n1, n2 = t.nodes
     assert (n1.kind, n1.question, n1.answer) == ("serial", HEFF_SUB1, "Columbia University")
     assert (n2.question, n2.answer) == (HEFF_SUB2_REWRITTEN, "New York City")
     qr = t.steps[5].messages[-1]["content"]  # the rewrite saw the original question and Turn 1

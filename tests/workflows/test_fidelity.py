@@ -149,7 +149,8 @@ async def test_mask_paper_summary_sees_query_and_docs_and_keeps_no_info(hotpot_r
     assert "Evidence: No useful information" in upd.messages[-1]["content"]
 
 
-def _mmoa_ctx(llm, retriever, backend: str, *overrides: str) -> Context:  # type: ignore[no-untyped-def]
+def _mmoa_ctx(llm, retriever, backend: str,  # type: ignore[no-untyped-def]
+              *overrides: str) -> Context:
     # The config names the backend kind; the object answering is scripted either way.
     cfg = load_config(None, [f"llms.default.backend={backend}", "method.name=mmoa-rag",
                              *overrides])

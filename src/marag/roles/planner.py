@@ -63,7 +63,8 @@ Plan:"""
 def build(question: str, allow_decompose: bool = True,
           pairs: Sequence[Sequence[str]] | None = None) -> Messages:
     if pairs is not None:
-        user = f"Question: {question.strip()}\nAnswered sub-questions:\n{render_pairs(pairs)}\nPlan:"
+        user = (f"Question: {question.strip()}\nAnswered sub-questions:\n"
+                f"{render_pairs(pairs)}\nPlan:")
         return chat(_SYSTEM_SOLVED, _SOLVED_EXAMPLE_IN, "<workflow>AS</workflow>", user)
     system = _SYSTEM if allow_decompose else _SYSTEM_NO_SPLIT
     return chat(system, _EXAMPLE_IN, _EXAMPLE_OUT, f"Question: {question.strip()}\nPlan:")

@@ -10,9 +10,9 @@ Turns are numbered from 1 in ``Step.turn`` (the plan is turn 0; ``Step.round`` i
 ``cost.rounds`` counts the plan and every turn begun, including the one that ended). A turn is: ``mask.search``
 (``<end>`` stops; an output with neither a query nor ``<end>`` also stops, recorded invalid),
 top-``method.top_k`` retrieval, ``mask.summary``, ``mask.update`` (an invalid update is treated
-as an add). The search agent sees every earlier turn's query with the summary it gave. With ``method.answer_every_turn`` (training) ``mask.answer`` runs after every
-turn's update; the final answer is then the last of those when the state has not changed
-since, otherwise ``mask.answer`` runs once more on the final state (recorded with the number
+as an add). The search agent sees every earlier turn's query with the summary it gave. With
+``method.answer_every_turn`` (training) ``mask.answer`` runs after every turn's update; the
+final answer is then the last of those when the state has not changed since, otherwise ``mask.answer`` runs once more on the final state (recorded with the number
 of the last turn begun).
 """
 

@@ -15,8 +15,9 @@ The four papers count differently, and their rewards and turn plots depend on th
   call in one round). That is exactly the set of marag's rounds, so the count is the number
   of distinct ``Step.round`` values among the steps: Cases 1 (``AG``) and 2 (``RA, AG``) have
   1 turn, Case 3 (QDP into four) 3, Case 4 (QDS into two) 4. The budget answer and a final
-  synthesis under ``method.final_synthesis="always"`` share the last round and add no turn. (MAO-ARAG's Table 7 lists MMOA-RAG with 2 turns; marag counts a
-  fixed pipeline as 1, see below.)
+  synthesis under ``method.final_synthesis="always"`` share the last round and add no turn.
+  (MAO-ARAG's Table 7 lists MMOA-RAG with 2 turns; marag counts a fixed pipeline as 1, see
+  below.)
 * **M-ASK** (App. G case study): the turns of the search loop that were begun, the one whose
   search agent wrote ``<end>`` included; the plan is "Init", not a turn. The Puebla case has
   three searches and an ``<end>``: 4 turns.
