@@ -12,8 +12,9 @@ Turns are numbered from 1 in ``Step.turn`` (the plan is turn 0; ``Step.round`` i
 top-``method.top_k`` retrieval, ``mask.summary``, ``mask.update`` (an invalid update is treated
 as an add). The search agent sees every earlier turn's query with the summary it gave. With
 ``method.answer_every_turn`` (training) ``mask.answer`` runs after every turn's update; the
-final answer is then the last of those when the state has not changed since, otherwise ``mask.answer`` runs once more on the final state (recorded with the number
-of the last turn begun).
+final answer is then the last of those when the state has not changed since, otherwise
+``mask.answer`` runs once more on the final state (recorded with the number of the last turn
+begun).
 """
 
 from __future__ import annotations
