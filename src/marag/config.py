@@ -17,14 +17,17 @@ from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_valida
 # and the code that dispatches on them import these.
 MethodName = Literal["llm-only", "vanilla", "mmoa-rag", "mao-arag", "jade", "m-ask"]
 IndexKind = Literal["bm25", "dense", "hybrid"]
+PromptProfile = Literal["default", "paper"]
 # Planner codes: a solving plan is an ordered subsequence of SOLVING_CODES; a decomposing plan is
-# one DECOMPOSE_CODES code alone; AS (summarise solved sub-questions) is applied by the engine.
+# one DECOMPOSE_CODES code alone; AS (summarise solved sub-questions) answers a decomposed node
+# (MAO-ARAG's planner writes it at that node's AS turn). The papers' RA is read as R.
 SolvingCode = Literal["QR", "R", "DS", "AG"]
 DecomposeCode = Literal["QDS", "QDP"]
 RoleCode = Literal[SolvingCode, DecomposeCode, "AS"]
 
 METHOD_NAMES: tuple[str, ...] = get_args(MethodName)
 INDEX_KINDS: tuple[str, ...] = get_args(IndexKind)
+PROMPT_PROFILES: tuple[str, ...] = get_args(PromptProfile)
 SOLVING_CODES: tuple[str, ...] = get_args(SolvingCode)
 DECOMPOSE_CODES: tuple[str, ...] = get_args(DecomposeCode)
 ROLE_CODES: tuple[str, ...] = get_args(RoleCode)
@@ -93,15 +96,23 @@ class RetrievalConfig(Section):
 
 class MethodConfig(Section):
     name: MethodName = "jade"
+    # Prompt profile: "default" (marag's few-shot prompts, tuned for small models) or "paper"
+    # (each method's paper's instructions and output formats; see docs/fidelity.md).
+    prompts: PromptProfile = "default"
     # planner methods (jade / mao-arag)
     max_rounds: int = Field(8, ge=1)
     max_subquestions: int = Field(4, ge=1)
     max_depth: int = Field(1, ge=0)
     fallback: list[RoleCode] = Field(default_factory=lambda: ["R", "AG"])
     top_k: int = Field(5, ge=1)
+    # "decomposed": AS answers decomposed nodes only (the papers' case studies); "always":
+    # the final answer always comes from AS (JADE Algorithm 1 line 32)
+    final_synthesis: Literal["decomposed", "always"] = "decomposed"
     # mmoa-rag
     candidates: int = Field(10, ge=1)
-    constrained_selector: bool = False
+    # Restrict DS's decoding to document ids (MMOA-RAG Eq. 5). None: on where DS runs on the
+    # hf backend (the only one that can restrict decoding), off elsewhere with a trace note.
+    constrained_selector: bool | None = None
     # m-ask
     max_turns: int = Field(3, ge=1)
     answer_every_turn: bool = False

@@ -94,9 +94,13 @@ def test_builders_show_state_history_query_and_docs():
     plan = PLAN.build(question=q)
     assert q in plan[-1]["content"] and "<predicted_answer>" in plan[2]["content"]
 
-    search = SEARCH.build(question=q, state=STATE, history=["Jaws director"])[-1]["content"]
+    history = [["Jaws director", "Jaws was directed by Steven Spielberg."], ["Jaws budget", ""]]
+    search = SEARCH.build(question=q, state=STATE, history=history)[-1]["content"]
     assert q in search and "t1 question: Who directed Jaws?\nt1 answer: Steven Spielberg" in search
-    assert "t2 question: Where was he born?\nt2 answer: unknown" in search and "- Jaws director" in search
+    assert "t2 question: Where was he born?\nt2 answer: unknown" in search
+    # App. C.2: each past query with the summary its search gave (nothing found is said so)
+    assert "1. query: Jaws director\n1. found: Jaws was directed by Steven Spielberg." in search
+    assert "2. query: Jaws budget\n2. found: No useful information" in search
 
     docs = [Passage("x", "Steven Spielberg", "Born in Cincinnati, Ohio.")]
     summary = SUMMARY.build(question=q, query="Spielberg birthplace", docs=docs)[-1]["content"]

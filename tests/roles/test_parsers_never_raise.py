@@ -4,7 +4,12 @@ import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from marag.roles import ROLES, Parsed
+from marag.roles import PROFILES, ROLES, Parsed
+
+# every parser: the default roles and the prompt profiles' replacements ("paper:mao-arag:AG")
+ALL = {**ROLES, **{f"{profile}:{method}:{name}": role
+                   for profile, methods in PROFILES.items()
+                   for method, roles in methods.items() for name, role in roles.items()}}
 
 FRAGMENTS = [
     "<answer>", "</answer>", "<id>", "</id>", "Document7", "Document0", ",", "<q1>", "</q1>",
@@ -12,10 +17,12 @@ FRAGMENTS = [
     "<search>", "</search>", "<evidence>", "No useful information", "<predicted_answer>",
     "<workflow>", "</workflow>", "R, DS, AG", "QDS", "QDP", "XX", "<query>", "0", "12", " ",
     "\n", "\t", "é", "日本", "🙂", "\x00", "<", ">", "/", "unknown", "τ_1", "<q99999999>",
+    "**", "RA", "AS", "1. ", "- ", '"',
 ]
 fragment_text = st.lists(st.sampled_from(FRAGMENTS) | st.text(max_size=5), max_size=40).map("".join)
 CONTEXT = {
-    "planner": st.fixed_dictionaries({"allow_decompose": st.booleans()}),
+    "planner": st.fixed_dictionaries({"allow_decompose": st.booleans(),
+                                      "summarise": st.booleans()}),
     "QR": st.fixed_dictionaries({"question": st.text(max_size=20)}),
     "QDS": st.fixed_dictionaries({"max_items": st.integers(1, 6)}),
     "QDP": st.fixed_dictionaries({"max_items": st.integers(1, 6)}),
@@ -59,20 +66,22 @@ def check_contract(name: str, p: Parsed, ctx: dict) -> None:
         pytest.fail(f"no contract check for role {name}")
 
 
-@pytest.mark.parametrize("name", sorted(ROLES))
+@pytest.mark.parametrize("key", sorted(ALL))
 @settings(max_examples=120, deadline=None, suppress_health_check=[HealthCheck.too_slow])
 @given(text=st.text(), data=st.data())
-def test_arbitrary_text(name, text, data):
+def test_arbitrary_text(key, text, data):
+    name = ALL[key].name
     ctx = data.draw(CONTEXT.get(name, st.just({})))
-    check_contract(name, ROLES[name].parse(text, **ctx), ctx)
+    check_contract(name, ALL[key].parse(text, **ctx), ctx)
 
 
-@pytest.mark.parametrize("name", sorted(ROLES))
+@pytest.mark.parametrize("key", sorted(ALL))
 @settings(max_examples=150, deadline=None, suppress_health_check=[HealthCheck.too_slow])
 @given(text=fragment_text, data=st.data())
-def test_tag_vocabulary_soup(name, text, data):
+def test_tag_vocabulary_soup(key, text, data):
+    name = ALL[key].name
     ctx = data.draw(CONTEXT.get(name, st.just({})))
-    check_contract(name, ROLES[name].parse(text, **ctx), ctx)
+    check_contract(name, ALL[key].parse(text, **ctx), ctx)
 
 
 HUGE = [
@@ -86,13 +95,15 @@ HUGE = [
 ]
 
 
-@pytest.mark.parametrize("name", sorted(ROLES))
-def test_huge_and_non_text_inputs(name):
+@pytest.mark.parametrize("key", sorted(ALL))
+def test_huge_and_non_text_inputs(key):
+    role = ALL[key]
+    name = role.name
     ctx = {"planner": {"allow_decompose": True}, "QR": {"question": "q"}, "QDS": {"max_items": 4},
            "QDP": {"max_items": 4}, "mmoa.QR": {"max_items": 4}, "DS": {"n_docs": 5},
            "mask.search": {"history": []}, "mask.update": {"n_pairs": 2}}.get(name, {})
     for text in HUGE:
-        check_contract(name, ROLES[name].parse(text, **ctx), ctx)
+        check_contract(name, role.parse(text, **ctx), ctx)
     for junk in (None, b"<answer>x</answer>", 42):
-        p = ROLES[name].parse(junk, **ctx)
+        p = role.parse(junk, **ctx)
         assert p.valid is False and p.reason == "completion is not text"

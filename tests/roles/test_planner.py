@@ -31,7 +31,7 @@ def test_valid_plans(text, codes):
         ("<workflow>R, XX, AG</workflow>", True, ["R", "XX", "AG"], "unknown code(s): XX"),
         ("<workflow>AG, R</workflow>", True, ["AG", "R"], "out of order"),
         ("<workflow>R, R, AG</workflow>", True, ["R", "R", "AG"], "repeated code(s): R"),
-        ("<workflow>AS</workflow>", True, ["AS"], "cannot be planned"),
+        ("<workflow>AS</workflow>", True, ["AS"], "this node has none"),
         ("<workflow></workflow>", True, [], "empty workflow"),
         ("<workflow>QDS</workflow>", False, ["QDS"], "not allowed at this depth"),
         ("<workflow>QDP</workflow>", False, ["QDP"], "not allowed at this depth"),

@@ -385,22 +385,25 @@ async def test_jade_rewards_on_a_recorded_trace():
         [0.0, 0.0, 0.0, 0.0, None, 0.0, 0.0, -1.0, None, 0.0, 0.3])
 
 
-async def test_mao_arag_rewards_on_a_recorded_trace():
+@pytest.mark.parametrize("as_turn,valid", [("<workflow>AS</workflow>", True),
+                                            ("<workflow>R, AG</workflow>", False)])
+async def test_mao_arag_rewards_on_a_recorded_trace(as_turn, valid):
     script = ScriptedLLM({"planner": ["<workflow>QDP</workflow>", "<workflow>AG</workflow>",
-                                      "<workflow>bogus</workflow>"],
+                                      "<workflow>bogus</workflow>", as_turn],
                           "QDP": "<q1>a?</q1><q2>b?</q2>",
                           "AG": "<answer>red apple</answer>", "AS": "<answer>red apple</answer>"})
     t = await run_method("mao-arag", Question("m", "q?", ["red apple"]), ctx(script))
     assert t.status == "ok" and t.metrics["f1"] == 1.0
     assert [s.role for s in t.steps] == ["planner", "QDP", "planner", "AG", "planner", "R",
-                                         "AG", "AS"]
+                                         "AG", "planner", "AS"]
     assert t.nodes[2].workflow == ["R", "AG"]  # the fallback after "bogus"
+    assert t.steps[7].valid is valid  # the AS turn: anything but AS is malformed, AS runs
     r = step_rewards(t, RewardConfig(alpha=0.1))
     assert r == approx([
         1 - 0.1 * (1.00 / COSTLIEST + 0.25), 0.0,
         1 - 0.1 * (1.58 / COSTLIEST), 0.0,
         1 - 0.1 * (1.58 / COSTLIEST + 1) - 1.0, None, 0.0,
-        0.0,
+        1 - 0.1 * (1.48 / COSTLIEST) - (0.0 if valid else 1.0), 0.0,
     ])
 
 

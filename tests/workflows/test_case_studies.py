@@ -100,6 +100,8 @@ BDB_ANSWERS = ["One member",
 
 def _bdb_planner(messages):  # type: ignore[no-untyped-def]
     text = messages[-1]["content"]
+    if "Answered sub-questions" in text:  # Turn 2: "planner: AS"
+        return "<workflow>AS</workflow>"
     if BDB in text:
         return "<workflow>QDP</workflow>"
     return "<workflow>R, AG</workflow>" if "Wolf Alice?" in text and "instruments" in text \
@@ -132,14 +134,15 @@ async def test_mao_arag_parallel_decomposition_badly_drawn_boy(hotpot_retriever,
         ("planner", 2, 2), ("AG", 2, 2),
         ("planner", 3, 2), ("AG", 3, 2),
         ("planner", 4, 2), ("R", 4, 2), ("AG", 4, 2),
-        ("AS", 0, 3),
+        ("planner", 0, 3), ("AS", 0, 3),
     ]
+    assert t.steps[-2].parsed == ["AS"] and t.steps[-2].valid
     assert [n.kind for n in t.nodes] == ["root"] + ["parallel"] * 4
     assert [n.answer for n in t.nodes[1:]] == BDB_ANSWERS
     assert [n.workflow for n in t.nodes[1:]] == [["AG"]] * 3 + [["R", "AG"]]
     as_prompt = t.steps[-1].messages[-1]["content"]
     assert all(q in as_prompt and a in as_prompt for q, a in zip(BDB_SUBS, BDB_ANSWERS))
-    assert t.cost.rounds == 3 and t.cost.retrieval_calls == 1 and t.cost.llm_calls == 11
+    assert t.cost.rounds == 3 and t.cost.retrieval_calls == 1 and t.cost.llm_calls == 12
     # the case study's Turn 0 (QDP), Turn 1 (four parallel sub-questions), Turn 2 (AS)
     assert t.cost.turns == 3
     # sub-questions did not decompose again (max_depth 1): the planner was told so
@@ -195,6 +198,15 @@ async def test_m_ask_puebla(hotpot_retriever, ctx_for):
     assert P_E1 in upd2.messages[-1]["content"]
     assert all(s.valid for s in t.steps)
     assert t.cost.retrieval_calls == 3 and t.cost.rounds == 5
+    # Table 6: five passages per search, each about 100 words in the summary's prompt
+    assert [len(s.doc_ids) for s in t.steps if s.role == "R"] == [5, 5, 5]
+    summ = next(s for s in t.steps if s.role == "mask.summary").messages[-1]["content"]
+    titles = next(s for s in t.steps if s.role == "R").parsed["titles"]
+    doc_lines = [ln for ln in summ.splitlines() if ln.startswith("Document")]
+    assert len(doc_lines) == 5
+    for i, (line, title) in enumerate(zip(doc_lines, titles)):
+        head = f"Document{i}: ({title}) "
+        assert line.startswith(head) and len(line[len(head):].replace(" ...", "").split()) <= 100
     assert t.cost.turns == 4  # Table 6: Turns 1-3 search, Turn 4 writes <end>
 
 
@@ -213,3 +225,74 @@ async def test_m_ask_answers_once_at_inference(hotpot_retriever, ctx_for):
     assert t.steps[-1].role == "mask.answer" and t.steps[-1].turn == 2
     assert P_E1 in t.steps[-1].messages[-1]["content"]
     assert t.cost.turns == 2
+
+
+# MAO-ARAG's App. E cases, replayed with its paper prompt profile: the planner writes bare
+# codes as the case studies show them ("RA, AG"), AG answers in bold.
+PAPER = "method.prompts=paper"
+
+
+async def test_mao_arag_case1_answer_generation_alone(hotpot_retriever, ctx_for):
+    llm = ScriptedLLM({"planner": "AG", "AG": "**non ferrous metal**"})
+    q = Question("m1", "Is aluminium a ferrous or non ferrous metal?", ["non-ferrous"])
+    t = await run_method("mao-arag", q, ctx_for(llm, hotpot_retriever, PAPER))
+    assert t.status == "ok" and t.answer == "non ferrous metal"
+    assert roles_of(t) == [("planner", 0, 1), ("AG", 0, 1)]  # Turn 0: Planner AG, Executor AG
+    assert t.steps[0].parsed == ["AG"] and all(s.valid for s in t.steps)
+    assert t.cost.turns == 1 and t.cost.retrieval_calls == 0
+
+
+async def test_mao_arag_case2_retrieval_then_answer(hotpot_retriever, ctx_for):
+    llm = ScriptedLLM({"planner": "RA, AG", "AG": "**Bhupendranath Dutt**"})
+    q = Question("m2", "Who was the editor of the journal jugantor published in the time of "
+                       "swadeshi movement?", ["Bhupendranath Dutt"])
+    t = await run_method("mao-arag", q, ctx_for(llm, hotpot_retriever, PAPER))
+    assert t.status == "ok" and t.answer == "Bhupendranath Dutt"
+    # Turn 0: "Planner: RA, AG"; RA is read as marag's R
+    assert roles_of(t) == [("planner", 0, 1), ("R", 0, 1), ("AG", 0, 1)]
+    assert t.steps[0].parsed == ["R", "AG"] and t.steps[0].valid
+    assert t.nodes[0].workflow == ["R", "AG"] and t.steps[1].raw == q.question
+    assert t.cost.turns == 1 and t.cost.retrieval_calls == 1
+
+
+HEFF = "Ralph Hefferline was a psychology professor at a university that is located in what city?"
+HEFF_SUB1 = "At which university was Ralph Hefferline a psychology professor?"
+HEFF_SUB2 = "In what city is this university located?"
+HEFF_SUB2_REWRITTEN = "In what city is Columbia University located?"
+
+
+def _heff_planner(messages):  # type: ignore[no-untyped-def]
+    text = "\n".join(m["content"] for m in messages)
+    if "Answered sub-questions" in text:
+        return "AS"  # Turn 3
+    if HEFF in text:
+        return "QDS"  # Turn 0
+    return "RA, AG" if HEFF_SUB1 in text else "AG"  # Turns 1 and 2
+
+
+async def test_mao_arag_case4_serial_decomposition_hefferline(hotpot_retriever, ctx_for):
+    llm = ScriptedLLM({
+        "planner": _heff_planner,
+        "QDS": f"{HEFF_SUB1}\n{HEFF_SUB2}",  # Table 8: one sub-question per line
+        "QR": HEFF_SUB2_REWRITTEN,  # Table 10: plain text
+        "AG": ["**Columbia University**", "**New York City**"],
+        "AS": "New York City",
+    })
+    t = await run_method("mao-arag", Question("m4", HEFF, ["New York City"]),
+                         ctx_for(llm, hotpot_retriever, PAPER))
+    assert t.status == "ok" and t.answer == "New York City"
+    assert roles_of(t) == [
+        ("planner", 0, 1), ("QDS", 0, 1),  # Turn 0
+        ("planner", 1, 2), ("R", 1, 2), ("AG", 1, 2),  # Turn 1: RA, AG
+        ("QR", 2, 3), ("planner", 2, 3), ("AG", 2, 3),  # Turn 2: rewritten, then AG
+        ("planner", 0, 4), ("AS", 0, 4),  # Turn 3: Planner AS
+    ]
+    assert all(s.valid for s in t.steps)
+    _, n1, n2 = t.nodes
+    assert (n1.kind, n1.question, n1.answer) == ("serial", HEFF_SUB1, "Columbia University")
+    assert (n2.question, n2.answer) == (HEFF_SUB2_REWRITTEN, "New York City")
+    qr = t.steps[5].messages[-1]["content"]  # the rewrite saw the original question and Turn 1
+    assert HEFF in qr and HEFF_SUB1 in qr and "Columbia University" in qr and HEFF_SUB2 in qr
+    as_prompt = t.steps[-1].messages[-1]["content"]
+    assert "Columbia University" in as_prompt and "New York City" in as_prompt
+    assert t.cost.turns == 4 and t.cost.rounds == 4 and t.cost.retrieval_calls == 1

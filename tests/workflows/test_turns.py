@@ -93,7 +93,9 @@ SERIAL_SCRIPT = {
 async def test_serial_decomposition_counts_per_paper(hotpot_retriever, ctx_for):
     q = Question("s", ASTAIRE_Q, ["American"])
     jade = await run_method("jade", q, ctx_for(ScriptedLLM(SERIAL_SCRIPT), hotpot_retriever))
-    mao = await run_method("mao-arag", q, ctx_for(ScriptedLLM(SERIAL_SCRIPT), hotpot_retriever))
+    mao_script = {**SERIAL_SCRIPT,
+                  "planner": [*SERIAL_SCRIPT["planner"], "<workflow>AS</workflow>"]}
+    mao = await run_method("mao-arag", q, ctx_for(ScriptedLLM(mao_script), hotpot_retriever))
     # JADE Case 1: root + two sub-questions; MAO-ARAG Case 4's shape: + the AS turn
     assert jade.cost.turns == 3 and jade.cost.rounds == 4
     assert mao.cost.turns == 4 and mao.cost.rounds == 4

@@ -1,6 +1,6 @@
 """Agent roles: prompt builders, parsers and validity rules, looked up by name."""
 
 from marag.roles.base import Parsed, Role
-from marag.roles.registry import ROLES, get_role
+from marag.roles.registry import PROFILES, ROLES, get_role, role_for
 
-__all__ = ["ROLES", "Parsed", "Role", "get_role"]
+__all__ = ["PROFILES", "ROLES", "Parsed", "Role", "get_role", "role_for"]

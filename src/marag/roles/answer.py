@@ -6,7 +6,13 @@ from __future__ import annotations
 from collections.abc import Sequence
 
 from marag.roles.base import Messages, Parsed, Role
-from marag.roles.prompt import DEFAULT_DOC_WORDS, chat, render_docs, render_pairs
+from marag.roles.prompt import (
+    DEFAULT_DOC_WORDS,
+    chat,
+    render_docs,
+    render_pairs,
+    rewrite_line,
+)
 from marag.roles.tags import find_first, first_line
 from marag.types import Passage
 
@@ -38,13 +44,17 @@ Solved sub-questions:
 
 
 def build_ag(
-    question: str, docs: Sequence[Passage] | None = None, max_words: int = DEFAULT_DOC_WORDS
+    question: str, docs: Sequence[Passage] | None = None, max_words: int = DEFAULT_DOC_WORDS,
+    rewrite: str | None = None,
 ) -> Messages:
-    q = question.strip()
+    """``rewrite``: the search query QR wrote earlier in this round (JADE Algorithm 1 line 19:
+    each solving agent's output joins the context of the agents after it)."""
+    q = question.strip() + rewrite_line(rewrite)
     if docs:
         user = f"{render_docs(docs, max_words)}\nQuestion: {q}\n{_ASK}"
         return chat(_AG_DOCS, _AG_EX_DOCS, "<answer>Mount Everest</answer>", user)
     return chat(_AG_NO_DOCS, _AG_EX_NO_DOCS, "<answer>Paris</answer>", f"Question: {q}\n{_ASK}")
+
 
 
 def build_as(question: str, pairs: Sequence[Sequence[str]]) -> Messages:

@@ -13,7 +13,7 @@ from collections.abc import Sequence
 
 from marag.roles.answer import parse_tagged_answer
 from marag.roles.base import Messages, Parsed, Role
-from marag.roles.prompt import DEFAULT_DOC_WORDS, chat, render_docs, render_list, render_state
+from marag.roles.prompt import DEFAULT_DOC_WORDS, chat, render_docs, render_history, render_state
 from marag.roles.tags import find_first, numbered, scan
 from marag.types import Passage
 
@@ -32,9 +32,9 @@ _PLAN_OUT = """<q1>Who directed Jaws?</q1>
 <predicted_answer>United States</predicted_answer>"""
 
 _SEARCH = """You decide the next web search. You see the question, what is known so far and \
-your earlier searches. If something needed is unknown or unsure, write one new query, \
-different from earlier searches, inside <search></search>. If nothing more is needed, \
-write <end>."""
+your earlier searches with what each one found. If something needed is unknown or unsure, \
+write one new query, different from earlier searches, inside <search></search>. If nothing \
+more is needed, write <end>."""
 _SEARCH_IN = """Question: In which country was the director of Jaws born?
 Known so far:
 t1 question: Who directed Jaws?
@@ -119,14 +119,27 @@ def parse_plan(text: str, **_: object) -> Parsed:
     return Parsed(value, False, problems[0]) if problems else Parsed(value)
 
 
-def build_search(
-    question: str, state: Sequence[Sequence[str]], history: Sequence[str] = ()
-) -> Messages:
-    user = f"{_known(question, state)}\nEarlier searches:\n{render_list(history)}\nNext:"
+History = Sequence[Sequence[str] | str]
+
+
+def build_search(question: str, state: Sequence[Sequence[str]], history: History = ()) -> Messages:
+    """``history``: the past turns' (query, summary) pairs, as M-ASK's App. C.2 gives the search
+    agent (a bare query string is shown as a search that found nothing)."""
+    user = (f"{_known(question, state)}\nEarlier searches:\n{render_history(history, NO_INFO)}"
+            "\nNext:")
     return chat(_SEARCH, _SEARCH_IN, _SEARCH_OUT, user)
 
 
-def parse_search(text: str, history: Sequence[str] = (), **_: object) -> Parsed:
+def past_queries(history: History) -> list[str]:
+    """The queries of a search history of (query, summary) pairs or bare queries."""
+    out = []
+    for h in history:
+        q = h if isinstance(h, str) else (h[0] if isinstance(h, Sequence) and h else "")
+        out.append(str(q))
+    return out
+
+
+def parse_search(text: str, history: History = (), **_: object) -> Parsed:
     """``{"query": q}`` or ``{"end": True}``; a reply with neither ends the search, invalid."""
     if not isinstance(text, str):
         return Parsed({"end": True}, False, "completion is not text")
@@ -142,7 +155,7 @@ def parse_search(text: str, history: Sequence[str] = (), **_: object) -> Parsed:
     value = {"query": query}
     if both:
         return Parsed(value, False, "both <search> and <end>")
-    if query.casefold() in {" ".join(str(h).split()).casefold() for h in history}:
+    if query.casefold() in {" ".join(h.split()).casefold() for h in past_queries(history)}:
         return Parsed(value, False, "repeats an earlier search")
     return Parsed(value)
 
@@ -235,7 +248,7 @@ def _is_no_info(s: str) -> bool:
     return s.casefold().rstrip(".! ") == NO_INFO.casefold()
 
 
-def search_context(history: Sequence[str] = (), **_: object) -> dict[str, object]:
+def search_context(history: History = (), **_: object) -> dict[str, object]:
     return {"history": history}
 
 

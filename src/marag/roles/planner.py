@@ -2,7 +2,12 @@
 
 A plan is either a decomposition (``QDS`` or ``QDP`` alone) or a solving pipeline: an
 ordered subsequence of ``QR, R, DS, AG`` that ends with ``AG`` and filters (DS) only after
-retrieving (R). The workflow engine applies its configured fallback when a plan is invalid.
+retrieving (R). ``RA`` (the papers' name for the retriever) is read as ``R``. The workflow
+engine applies its configured fallback when a plan is invalid.
+
+MAO-ARAG's planner also answers a node whose sub-questions are all solved (its Eq. 2 puts
+``AS`` in the planner's action space; its case studies show "Planner: AS" as a turn). That
+call is built with the solved ``pairs`` and the only valid plan is then ``AS`` alone.
 """
 
 from __future__ import annotations
@@ -12,11 +17,13 @@ from collections.abc import Sequence
 
 from marag.config import DECOMPOSE_CODES, ROLE_CODES, SOLVING_CODES
 from marag.roles.base import Messages, Parsed, Role
-from marag.roles.prompt import chat
+from marag.roles.prompt import chat, render_pairs
 from marag.roles.tags import find_first
 
 _CODE = re.compile(r"[A-Za-z]+")
-_KNOWN_IN_PROSE = re.compile(r"\b(QDS|QDP|QR|DS|AG|AS|R)\b")
+_KNOWN_IN_PROSE = re.compile(r"\b(QDS|QDP|QR|DS|AG|AS|RA|R)\b")
+# The papers call the retriever RA (JADE Table 1, MAO-ARAG Eq. 2); marag's code for it is R.
+ALIASES = {"RA": "R"}
 
 _SYSTEM = """You choose how to answer a question. Tools:
 QR = rewrite the question as a short search query
@@ -42,38 +49,66 @@ _EXAMPLE_IN = "Question: In which year did the Berlin Wall fall?\nPlan:"
 _EXAMPLE_OUT = "<workflow>R, AG</workflow>"
 
 
-def build(question: str, allow_decompose: bool = True) -> Messages:
+_SYSTEM_SOLVED = """You choose how to answer a question. It was split into sub-questions and \
+all of them are answered. Tools:
+AS = answer the question from its answered sub-questions
+Reply with the plan inside <workflow></workflow>."""
+_SOLVED_EXAMPLE_IN = """Question: Which country is the director of Jaws from?
+Answered sub-questions:
+1. Who directed Jaws? -> Steven Spielberg
+2. Which country is Steven Spielberg from? -> United States
+Plan:"""
+
+
+def build(question: str, allow_decompose: bool = True,
+          pairs: Sequence[Sequence[str]] | None = None) -> Messages:
+    if pairs is not None:
+        user = (f"Question: {question.strip()}\nAnswered sub-questions:\n"
+                f"{render_pairs(pairs)}\nPlan:")
+        return chat(_SYSTEM_SOLVED, _SOLVED_EXAMPLE_IN, "<workflow>AS</workflow>", user)
     system = _SYSTEM if allow_decompose else _SYSTEM_NO_SPLIT
     return chat(system, _EXAMPLE_IN, _EXAMPLE_OUT, f"Question: {question.strip()}\nPlan:")
 
 
-def parse(text: str, allow_decompose: bool = True, **_: object) -> Parsed:
+def read_codes(body: str) -> list[str]:
+    """Upper-cased codes of a plan body, ``RA`` read as ``R``."""
+    return [ALIASES.get(c, c) for c in (w.upper() for w in _CODE.findall(body))]
+
+
+def parse(text: str, allow_decompose: bool = True, summarise: bool = False,
+          **_: object) -> Parsed:
     if not isinstance(text, str):
         return Parsed([], False, "completion is not text")
     element = find_first(text, "workflow")
     if element is None:
         # Salvage only known codes from prose, so ordinary words are not read as codes.
-        codes = [m.group(1) for m in _KNOWN_IN_PROSE.finditer(text)]
+        codes = [ALIASES.get(m.group(1), m.group(1)) for m in _KNOWN_IN_PROSE.finditer(text)]
         return Parsed(codes, False, "no <workflow> tag")
-    codes = [c.upper() for c in _CODE.findall(element.body)]
-    reason = check(codes, allow_decompose)
+    codes = read_codes(element.body)
+    reason = check(codes, allow_decompose, summarise)
     return Parsed(codes, not reason, reason)
 
 
-def parse_context(allow_decompose: bool = True, **_: object) -> dict[str, object]:
-    return {"allow_decompose": allow_decompose}
+def parse_context(allow_decompose: bool = True, pairs: Sequence[Sequence[str]] | None = None,
+                  **_: object) -> dict[str, object]:
+    return {"allow_decompose": allow_decompose, "summarise": pairs is not None}
 
 
-def check(codes: Sequence[str], allow_decompose: bool = True) -> str:
-    """Why ``codes`` is not a valid plan, or ``""`` when it is. The one statement of the rule."""
+def check(codes: Sequence[str], allow_decompose: bool = True, summarise: bool = False) -> str:
+    """Why ``codes`` is not a valid plan, or ``""`` when it is. The one statement of the rule.
+
+    ``summarise``: the node's sub-questions are all solved (MAO-ARAG's AS turn), where ``AS``
+    alone is the only valid plan."""
     codes = list(codes)
     if not codes:
         return "empty workflow"
     unknown = [c for c in codes if c not in ROLE_CODES]
     if unknown:
         return "unknown code(s): " + ", ".join(dict.fromkeys(unknown))
+    if summarise:
+        return "" if codes == ["AS"] else "the sub-questions are solved: the only plan is AS"
     if "AS" in codes:
-        return "AS is applied by the engine and cannot be planned"
+        return "AS answers a node from its solved sub-questions; this node has none"
     if any(c in DECOMPOSE_CODES for c in codes):
         if len(codes) > 1:
             return "QDS/QDP must be the only code in a plan"

@@ -51,6 +51,22 @@ def render_state(state: Iterable[Sequence[str]]) -> str:
     return "\n".join(lines) if lines else "(empty)"
 
 
+def rewrite_line(rewrite: str | None) -> str:
+    """The line that shows a role the query QR wrote earlier in its round ("" for none)."""
+    r = _one_line(rewrite or "")
+    return f"\nRewritten as: {r}" if r else ""
+
+
+def render_history(history: Iterable[Sequence[str] | str], no_info: str) -> str:
+    """M-ASK's search history: each past query with the summary its search gave (``no_info``
+    where the summary found nothing)."""
+    lines = []
+    for i, item in enumerate(history, 1):
+        query, summary = (item, "") if isinstance(item, str) else _pairs([item])[0]
+        lines.append(f"{i}. query: {_one_line(query)}\n{i}. found: {_one_line(summary) or no_info}")
+    return "\n".join(lines) if lines else "(none)"
+
+
 def render_list(items: Iterable[str]) -> str:
     lines = [f"- {_one_line(s)}" for s in items]
     return "\n".join(lines) if lines else "(none)"

@@ -1,4 +1,5 @@
-"""All roles by the names used in traces (``Step.role``) and in the config's ``roles:`` map."""
+"""All roles by the names used in traces (``Step.role``) and in the config's ``roles:`` map,
+and the prompt profiles (``method.prompts``) that replace some of them for one method."""
 
 from __future__ import annotations
 
@@ -6,7 +7,18 @@ import difflib
 from collections.abc import Mapping
 
 from marag.config import ConfigError
-from marag.roles import answer, decompose, mask, planner, rewrite, select
+from marag.roles import (
+    answer,
+    decompose,
+    mask,
+    paper_jade,
+    paper_mao,
+    paper_mask,
+    paper_select,
+    planner,
+    rewrite,
+    select,
+)
 from marag.roles.base import Role
 
 # The key of the config's ``roles:`` map that routes every role not named there.
@@ -30,6 +42,29 @@ ROLES: dict[str, Role] = {
         mask.ANSWER,
     )
 }
+
+
+# profile -> method -> the roles that profile replaces for that method (others stay default)
+PROFILES: dict[str, dict[str, dict[str, Role]]] = {
+    "default": {},
+    "paper": {
+        "jade": paper_jade.ROLES,
+        "mao-arag": paper_mao.ROLES,
+        "mmoa-rag": {"DS": paper_select.ROLE},
+        "m-ask": paper_mask.ROLES,
+    },
+}
+
+
+def role_for(name: str, profile: str = "default", method: str | None = None) -> Role:
+    """The role ``name`` as prompt profile ``profile`` writes it for ``method``."""
+    try:
+        overrides = PROFILES[profile]
+    except KeyError:
+        raise KeyError(f"unknown prompt profile {profile!r}; known: {', '.join(PROFILES)}") \
+            from None
+    role = overrides.get(method or "", {}).get(name)
+    return role if role is not None else get_role(name)
 
 
 def get_role(name: str) -> Role:

@@ -1,7 +1,9 @@
 """The query rewriter (QR): one short, self-contained search query for a question.
 
 Given the solved earlier sub-questions of a serial decomposition, it also resolves
-references such as "this actor" to the entity an earlier answer named.
+references such as "this actor" to the entity an earlier answer named; it is then also shown
+the original question the sub-question came from (JADE Eq. 3: the current sub-question, the
+solved pairs and the original question).
 """
 
 from __future__ import annotations
@@ -23,8 +25,11 @@ Query:"""
 _EXAMPLE_OUT = "<query>Steven Spielberg birth year</query>"
 
 
-def build(question: str, context: Sequence[Sequence[str]] = ()) -> Messages:
-    user = f"Already answered:\n{render_pairs(context)}\nQuestion: {question.strip()}\nQuery:"
+def build(question: str, context: Sequence[Sequence[str]] = (),
+          original: str | None = None) -> Messages:
+    head = f"Original question: {original.strip()}\n" if original else ""
+    user = (f"{head}Already answered:\n{render_pairs(context)}\n"
+            f"Question: {question.strip()}\nQuery:")
     return chat(_SYSTEM, _EXAMPLE_IN, _EXAMPLE_OUT, user)
 
 

@@ -12,7 +12,7 @@ import re
 from collections.abc import Sequence
 
 from marag.roles.base import Messages, Parsed, Role
-from marag.roles.prompt import DEFAULT_DOC_WORDS, chat, render_docs
+from marag.roles.prompt import DEFAULT_DOC_WORDS, chat, render_docs, rewrite_line
 from marag.roles.tags import find_first
 from marag.types import Passage
 
@@ -35,8 +35,11 @@ _FILLER = re.compile(r"\b(?:and|ids?|documents?|docs?)\b|[\s,;.&+/|#\[\]()]+", r
 _BARE = re.compile(r"document\s*(\d{1,6})", re.IGNORECASE)
 
 
-def build(question: str, docs: Sequence[Passage], max_words: int = DEFAULT_DOC_WORDS) -> Messages:
-    user = f"{render_docs(docs, max_words)}\nQuestion: {question.strip()}\n{_ASK}"
+def build(question: str, docs: Sequence[Passage], max_words: int = DEFAULT_DOC_WORDS,
+          rewrite: str | None = None) -> Messages:
+    """``rewrite``: the query QR wrote earlier in this round (JADE Algorithm 1 line 19)."""
+    q = question.strip() + rewrite_line(rewrite)
+    user = f"{render_docs(docs, max_words)}\nQuestion: {q}\n{_ASK}"
     return chat(_SYSTEM, _EXAMPLE_IN, _EXAMPLE_OUT, user)
 
 

@@ -259,7 +259,10 @@ def _planner_workflow(trace: Trace, step: Step) -> list[str]:
     """The workflow a planner call put to work: its own plan when valid, else the fallback the
     engine ran (``Node.workflow``); also the fallback when a valid decomposition gave no
     sub-questions. A call whose node never recorded a workflow (the question failed first)
-    is charged for its own plan when valid, nothing when not."""
+    is charged for its own plan when valid, nothing when not. A node's second planner call is
+    MAO-ARAG's AS turn (its sub-questions were solved): AS ran, whatever the plan said."""
+    if _is_as_turn(trace, step):
+        return ["AS"]
     codes = [c for c in step.parsed if isinstance(c, str)] if isinstance(step.parsed, list) else []
     node = _node(trace, step)
     ran = list(node.workflow) if node is not None and node.workflow is not None else None
@@ -269,6 +272,17 @@ def _planner_workflow(trace: Trace, step: Step) -> list[str]:
             return ran
         return codes
     return ran or []
+
+
+def _is_as_turn(trace: Trace, step: Step) -> bool:
+    """Whether ``step`` (a planner call) came after another planner call on its node: the
+    planner loop plans a node once, and asks again only at MAO-ARAG's AS turn."""
+    for s in trace.steps:
+        if s is step:
+            return False
+        if s.role == "planner" and s.node_id == step.node_id:
+            return True
+    return False
 
 
 def _agent_cost(code: str, costs: dict[str, float]) -> float:

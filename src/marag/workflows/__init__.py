@@ -11,12 +11,13 @@ from marag.config import METHOD_NAMES
 from marag.types import Question, Trace
 from marag.workflows.engine import Context, Method, Run, execute, method
 from marag.workflows.mask import mask
-from marag.workflows.planner import solve
+from marag.workflows.planner import jade, mao_arag
 from marag.workflows.static import llm_only, mmoa, vanilla
 
 # The body of each method, in the order of config.METHOD_NAMES (llm-only, vanilla, mmoa-rag,
-# mao-arag, jade, m-ask): jade and mao-arag share the planner loop and differ in what is trained.
-_BODIES = (llm_only, vanilla, mmoa, solve, solve, mask)
+# mao-arag, jade, m-ask): jade and mao-arag share the planner loop (MAO-ARAG's planner also
+# takes the AS turn) and differ in what is trained.
+_BODIES = (llm_only, vanilla, mmoa, mao_arag, jade, mask)
 METHODS: dict[str, Method] = {
     name: method(name, body) for name, body in zip(METHOD_NAMES, _BODIES, strict=True)
 }

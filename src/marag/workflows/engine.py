@@ -69,7 +69,9 @@ class Context:
     """What every question of a run shares: backends by config name, the config, a retriever.
 
     ``logprobs=True`` asks backends for token ids and logprobs on every call (training).
-    Routes are cached per role on first use, so change ``config`` before the first question.
+    Routes are cached per (method, role) on first use, so change ``config`` before the first
+    question. The role comes from the prompt profile ``config.method.prompts`` for the method
+    that calls it (``Trace.method``).
     """
 
     llms: dict[str, LLM]
@@ -77,7 +79,7 @@ class Context:
     retriever: Retriever | None = None
     logprobs: bool = False
     listeners: tuple[RunListener, ...] = ()
-    _routes: dict[str, Route] = field(default_factory=dict, repr=False)
+    _routes: dict[tuple[str, str], Route] = field(default_factory=dict, repr=False)
     _prices: dict[str, Price | None] = field(default_factory=dict, repr=False)
 
     def __post_init__(self) -> None:
@@ -85,10 +87,12 @@ class Context:
 
         check_role_map(self.config.roles)
 
-    def route(self, role_name: str) -> Route:
-        r = self._routes.get(role_name)
+    def route(self, role_name: str, method: str | None = None) -> Route:
+        """Where ``role_name``'s calls go for ``method`` (default: ``config.method.name``)."""
+        key = (method or self.config.method.name, role_name)
+        r = self._routes.get(key)
         if r is None:
-            r = self._routes[role_name] = self._resolve(role_name)
+            r = self._routes[key] = self._resolve(role_name, key[0])
         return r
 
     def listening(self, *listeners: RunListener) -> Context:
@@ -102,10 +106,10 @@ class Context:
             self._prices[model] = find_price(model, self.config.prices)
         return self._prices[model]
 
-    def _resolve(self, role_name: str) -> Route:
-        from marag.roles import get_role
+    def _resolve(self, role_name: str, method: str) -> Route:
+        from marag.roles import role_for
 
-        role = get_role(role_name)
+        role = role_for(role_name, self.config.method.prompts, method)
         backend = self.config.backend_for(role_name)
         llm = self.llms.get(backend)
         if llm is None:
@@ -233,7 +237,7 @@ class Run:
         decoding to what the role allows for these inputs (local backends)."""
         if self.listeners:
             self.report_nodes()
-        route = self.ctx.route(role_name)
+        route = self.ctx.route(role_name, self.trace.method)
         messages = route.role.build(**inputs)
         if constrained:
             sampling = {**(sampling or {}), "allowed_text": route.role.constraint(inputs)}

@@ -10,10 +10,11 @@ Turns are numbered from 1 in ``Step.turn`` (the plan is turn 0; ``Step.round`` i
 ``cost.rounds`` counts the plan and every turn begun, including the one that ended). A turn is: ``mask.search``
 (``<end>`` stops; an output with neither a query nor ``<end>`` also stops, recorded invalid),
 top-``method.top_k`` retrieval, ``mask.summary``, ``mask.update`` (an invalid update is treated
-as an add). With ``method.answer_every_turn`` (training) ``mask.answer`` runs after every
-turn's update; the final answer is then the last of those when the state has not changed
-since, otherwise ``mask.answer`` runs once more on the final state (recorded with the number
-of the last turn begun).
+as an add). The search agent sees every earlier turn's query with the summary it gave. With
+``method.answer_every_turn`` (training) ``mask.answer`` runs after every turn's update; the
+final answer is then the last of those when the state has not changed since, otherwise
+``mask.answer`` runs once more on the final state (recorded with the number of the last turn
+begun).
 """
 
 from __future__ import annotations
@@ -60,7 +61,7 @@ async def mask(run: Run) -> None:
             child.answer, child.solved = str(pair[1]), True
     answer = value.get("answer")
     answered = False  # whether a mask.answer step has answered the current state
-    history: list[str] = []
+    history: list[list[str]] = []  # (query, summary) per searching turn, as App. C.2 shows it
     for turn in range(1, cfg.max_turns + 1):
         run.round = turn + 1
         state = state_of(run, root)
@@ -75,12 +76,12 @@ async def mask(run: Run) -> None:
                          "stopping")
             break
         query = query.strip()
-        history.append(query)
         root.workflow.append("search")
         hits = await run.retrieve([query], cfg.top_k, root.id, turn=turn)
         summ, _ = await run.call("mask.summary", root.id, question=root.question, query=query,
                                  docs=hits[0].passages, turn=turn)
         evidence = summ.value if isinstance(summ.value, str) else ""
+        history.append([query, evidence])
         upd, _ = await run.call("mask.update", root.id, question=root.question, state=state,
                                 query=query, evidence=evidence, turn=turn)
         did = apply_update(run, root, upd.value if upd.valid else None, query, evidence)

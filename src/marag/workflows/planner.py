@@ -5,12 +5,32 @@ a fresh node whose earlier serial siblings are solved, or a node whose children 
 solved. A fresh node gets a planner call; its workflow either solves it (an ordered subset of
 ``QR, R, DS, AG``) or decomposes it (``QDS``/``QDP``: children are appended and the round ends).
 A node whose children are all solved is answered by ``AS`` in a round of its own (as in
-MAO-ARAG's case study, where the summary is a turn of its own). Fresh parallel siblings are
-planned and solved concurrently in a single round, each with its own planner call. Each
-serial child is first rewritten by ``QR`` with its solved earlier siblings' (sub-question,
-answer) pairs as context (none for the first child), as in JADE's serial case study; a valid
-rewrite becomes the node's question, so planner, retrieval and AG all see the
-self-contained form.
+MAO-ARAG's case studies, where the summary is a turn of its own). For ``mao-arag`` that round
+starts with a planner call (MAO-ARAG Eq. 2 puts AS in the planner's action space; its Cases 3
+and 4 show "Planner: AS"); the only valid plan there is ``AS``, and anything else is recorded
+invalid (so MAO-ARAG's format penalty applies) and AS runs all the same, since nothing else
+can answer a node whose sub-questions are solved. ``jade`` runs AS without asking the planner
+(JADE's planner prompt, App. E.1, offers no AS).
+
+Fresh parallel siblings are planned and solved concurrently in a single round, each with its
+own planner call. A serial child is first rewritten by ``QR`` with the original question and
+its solved earlier siblings' (sub-question, answer) pairs as context (JADE Eq. 3); a valid
+rewrite becomes the node's question, so planner, retrieval and AG all see the self-contained
+form. ``jade`` rewrites every serial child, the first one included (JADE's Case 1 rewrites
+sub-task 1); ``mao-arag`` only those after the first (MAO-ARAG's Case 4 rewrites the second
+sub-question from the first answer and shows no rewrite of the first).
+
+Within a solving workflow each agent's output joins the context of the agents after it
+(JADE Algorithm 1, lines 13 and 19): QR's rewrite is the retrieval query and is shown to DS
+and AG beside the node's question; DS's selection is what AG reads.
+
+``method.final_synthesis`` (JADE Algorithm 1 line 32 against its Case 2):
+
+* ``"decomposed"`` (default, as both papers' case studies run): AS answers decomposed nodes
+  only; an undecomposed root is answered by its own AG.
+* ``"always"``: as Algorithm 1 writes it, the final answer always comes from AS; a root that
+  AG answered is then passed to AS with its (question, answer) as the one solved pair. That
+  call is recorded in the last round and adds no round (the synthesis is outside the loop).
 
 Rules where the papers are silent:
 
@@ -39,11 +59,27 @@ from marag.workflows.engine import Run, gather_branches
 # The kind of the child nodes each decomposition code makes (QDS serial, QDP parallel).
 DECOMPOSE = dict(zip(DECOMPOSE_CODES, ("serial", "parallel"), strict=True))
 
-__all__ = ["is_solving", "next_ready", "run_solving", "solve"]
+__all__ = ["is_solving", "jade", "mao_arag", "next_ready", "run_solving", "solve"]
 
 
-async def solve(run: Run) -> None:
-    """Plan-decompose-solve over the execution tree until the root is answered or a budget ends it."""
+async def jade(run: Run) -> None:
+    """JADE: AS answers a decomposed node without a planner call; every serial child is
+    rewritten."""
+    await solve(run, planner_summarises=False, rewrite_first_serial=True)
+
+
+async def mao_arag(run: Run) -> None:
+    """MAO-ARAG: the planner is asked at a node whose sub-questions are solved, and writes AS;
+    serial children after the first are rewritten."""
+    await solve(run, planner_summarises=True, rewrite_first_serial=False)
+
+
+async def solve(run: Run, *, planner_summarises: bool = False,
+                rewrite_first_serial: bool = True) -> None:
+    """Plan-decompose-solve over the execution tree until the root is answered or a budget
+    ends it. ``planner_summarises``: a node whose children are solved gets a planner call
+    (MAO-ARAG's AS turn) before AS. ``rewrite_first_serial``: QR also rewrites the first
+    child of a serial decomposition (it has no solved sibling to draw on)."""
     cfg = run.config.method
     if not is_solving(list(cfg.fallback)):
         raise ConfigError(f"method.fallback {cfg.fallback} is not a solving workflow "
@@ -59,15 +95,19 @@ async def solve(run: Run) -> None:
             break
         run.round += 1
         if batch[0].children:
-            await _summarise(run, batch[0])
+            await _summarise(run, batch[0], planner_summarises)
         elif len(batch) == 1:
-            subs = await _plan_and_run(run, batch[0])
+            subs = await _plan_and_run(run, batch[0], rewrite_first_serial)
             _expand(run, batch[0], subs)
         else:
             jobs = [_job(n) for n in batch]
             results = await gather_branches(run, jobs)
             for n, subs in zip(batch, results):  # expand in sibling order: ids stay deterministic
                 _expand(run, n, subs)
+    if cfg.final_synthesis == "always" and run.trace.status != "budget" and not root.children:
+        p, _ = await run.call("AS", root.id, question=root.question,
+                              pairs=[(root.question, root.answer or "")])
+        run.answer(root, p.value)
 
 
 def next_ready(nodes: list[Node]) -> list[Node]:
@@ -92,7 +132,7 @@ def next_ready(nodes: list[Node]) -> list[Node]:
 
 def _job(node: Node) -> Callable[[Run], Awaitable[tuple[str, list[str]] | None]]:
     async def job(branch: Run) -> tuple[str, list[str]] | None:
-        return await _plan_and_run(branch, node)
+        return await _plan_and_run(branch, node)  # parallel: no serial rewrite
 
     return job
 
@@ -105,12 +145,15 @@ def _expand(run: Run, node: Node, subs: tuple[str, list[str]] | None) -> None:
         run.add_node(q, parent=node, kind=kind)
 
 
-async def _plan_and_run(run: Run, node: Node) -> tuple[str, list[str]] | None:
+async def _plan_and_run(run: Run, node: Node, rewrite_first_serial: bool = True
+                        ) -> tuple[str, list[str]] | None:
     """Plan ``node`` and run the plan. Returns (kind, sub-questions) for a decomposition (the
     caller appends the children), None when the node was solved."""
     cfg = run.config.method
     if node.kind == "serial" and node.parent is not None:
-        await _self_contain(run, node)
+        first = run.trace.nodes[node.parent].children[0] == node.id
+        if rewrite_first_serial or not first:
+            await _self_contain(run, node)
     allow = node.depth < cfg.max_depth
     plan, _ = await run.call("planner", node.id, question=node.question, allow_decompose=allow)
     workflow = list(plan.value) if plan.valid else list(cfg.fallback)
@@ -140,7 +183,8 @@ async def _self_contain(run: Run, node: Node) -> None:
     nodes = run.trace.nodes
     sibs = nodes[node.parent].children  # type: ignore[index]
     done = [(nodes[s].question, nodes[s].answer or "") for s in sibs[: sibs.index(node.id)]]
-    p, _ = await run.call("QR", node.id, question=node.question, context=done)
+    p, _ = await run.call("QR", node.id, question=node.question, context=done,
+                          original=run.trace.question)
     if p.valid and isinstance(p.value, str) and p.value.strip():
         node.question = p.value.strip()
 
@@ -148,30 +192,37 @@ async def _self_contain(run: Run, node: Node) -> None:
 async def run_solving(run: Run, node: Node, workflow: list[str]) -> None:
     """Execute a solving workflow on ``node`` and write its answer."""
     k = run.config.method.top_k
-    query = node.question
+    rewrite: str | None = None  # QR's output: this round's context for R, DS and AG
     docs = None
     for code in workflow:
         if code == "QR":
-            p, _ = await run.call("QR", node.id, question=query)
+            p, _ = await run.call("QR", node.id, question=node.question)
             if p.valid and isinstance(p.value, str) and p.value.strip():
-                query = p.value.strip()
+                rewrite = p.value.strip()
         elif code == "R":
-            docs = (await run.retrieve([query], k, node.id))[0].passages
+            docs = (await run.retrieve([rewrite or node.question], k, node.id))[0].passages
         elif code == "DS":
             if not docs:
                 run.note(f"node {node.id}: DS skipped, nothing retrieved")
                 continue
-            p, _ = await run.call("DS", node.id, question=node.question, docs=docs)
+            p, _ = await run.call("DS", node.id, question=node.question, docs=docs,
+                                  rewrite=rewrite)
             if p.valid and p.value:
                 docs = [docs[i] for i in p.value]
         elif code == "AG":
-            p, _ = await run.call("AG", node.id, question=node.question, docs=docs)
+            p, _ = await run.call("AG", node.id, question=node.question, docs=docs,
+                                  rewrite=rewrite)
             run.answer(node, p.value)
 
 
-async def _summarise(run: Run, node: Node) -> None:
+async def _summarise(run: Run, node: Node, ask_planner: bool) -> None:
     nodes = run.trace.nodes
     pairs = [(nodes[c].question, nodes[c].answer or "") for c in node.children]
+    if ask_planner:
+        plan, _ = await run.call("planner", node.id, question=node.question, pairs=pairs)
+        if not plan.valid:
+            run.note(f"node {node.id}: planner wrote {plan.value} at its AS turn "
+                     f"({plan.reason}); AS runs")
     p, _ = await run.call("AS", node.id, question=node.question, pairs=pairs)
     run.answer(node, p.value)
 

@@ -29,9 +29,38 @@ async def vanilla(run: Run) -> None:
     run.answer(root, p.value)
 
 
+# Backends that can restrict decoding to a role's allowed text (MMOA-RAG Eq. 5).
+RESTRICTING_BACKENDS = frozenset({"hf"})
+
+
+def restrict_selector(run: Run) -> bool:
+    """Whether DS decodes under MMOA-RAG's restricted vocabulary (Eq. 5) in this run:
+    ``method.constrained_selector``, or when unset, whether DS's backend can restrict. A
+    backend that cannot gets a trace note instead (it would ignore the restriction)."""
+    cfg = run.config
+    backend = cfg.llms[cfg.backend_for("DS")].backend
+    wanted = cfg.method.constrained_selector
+    able = backend in RESTRICTING_BACKENDS or backend == "scripted"
+    if wanted is None:
+        wanted = backend in RESTRICTING_BACKENDS
+        if not wanted and backend != "scripted":
+            run.note(f"DS decodes freely: the {backend} backend cannot restrict decoding to "
+                     "document ids (MMOA-RAG Eq. 5); the parser still checks the ids")
+        return wanted
+    if wanted and not able:
+        # not passed on: the step's sampling record would claim a restriction never applied
+        run.note(f"method.constrained_selector is on but the {backend} backend cannot "
+                 "restrict decoding; DS decodes freely")
+        return False
+    return wanted
+
+
 def split_candidates(total: int, n: int) -> list[int]:
     """How many of ``total`` candidates each of ``n`` sub-questions contributes: as even as
-    possible, earlier sub-questions first (10 over 3 -> [4, 3, 3], over 4 -> [3, 3, 2, 2])."""
+    possible, earlier sub-questions first (10 over 3 -> [4, 3, 3], over 4 -> [3, 3, 2, 2]).
+
+    MMOA-RAG (S5.1.3) gives only the even cases (2 sub-questions -> top-5 each); the split
+    for 3 or 4 sub-questions is marag's own rule."""
     if n <= 0:
         return []
     base, extra = divmod(total, n)
@@ -40,7 +69,10 @@ def split_candidates(total: int, n: int) -> list[int]:
 
 def pool_candidates(ranked: list[list[Passage]], quotas: list[int]) -> list[Passage]:
     """Take each list's quota of passages not already taken, in order. A duplicate does not use
-    up a quota: the next-ranked passage of that list takes its place."""
+    up a quota: the next-ranked passage of that list takes its place.
+
+    De-duplication with this back-fill is marag's own rule: MMOA-RAG says only that the
+    selector always sees K candidates."""
     seen: set[str] = set()
     out: list[Passage] = []
     for passages, quota in zip(ranked, quotas):
@@ -58,7 +90,10 @@ def pool_candidates(ranked: list[list[Passage]], quotas: list[int]) -> list[Pass
 
 async def mmoa(run: Run) -> None:
     """MMOA-RAG: QR writes sub-questions, each is retrieved, a fixed pool of
-    ``method.candidates`` documents is split across them, DS selects, AG answers."""
+    ``method.candidates`` documents is split across them, DS selects, AG answers.
+
+    Using only the first four of more sub-questions is marag's own rule (the paper penalises
+    more than four in training, Eq. 3, but does not say what inference does with them)."""
     cfg = run.config.method
     root = run.add_node(run.trace.question)
     root.workflow = ["QR", "R", "DS", "AG"]
@@ -77,9 +112,8 @@ async def mmoa(run: Run) -> None:
     hits = await run.retrieve(subs, cfg.candidates, root.id)
     docs = pool_candidates([h.passages for h in hits], split_candidates(cfg.candidates, len(subs)))
     if docs:
-        # with constrained_selector, local backends decode only the tokens DS may write
         ds, _ = await run.call("DS", root.id, question=root.question, docs=docs,
-                               constrained=cfg.constrained_selector)
+                               constrained=restrict_selector(run))
         if ds.valid and ds.value:
             docs = [docs[i] for i in ds.value]
     else:

@@ -6,15 +6,18 @@ The four papers count differently, and their rewards and turn plots depend on th
   and runs that plan. Every round therefore holds exactly one planner call, and T is the
   number of planner calls. Parallel siblings are planned one per round in Algorithm 1, so
   each counts (marag runs them concurrently in one ``Step.round``). The final AS synthesis
-  (line 32) sits outside the loop and is no round; nor is marag's budget answer. Case 1 (QDS
-  into two sub-questions) has T = 3, Case 2 (``R, DS, AG``) T = 1.
+  (line 32) sits outside the loop and is no round, whether it answers a decomposed root or,
+  with ``method.final_synthesis="always"``, an undecomposed one; nor is marag's budget
+  answer. Case 1 (QDS into two sub-questions) has T = 3, Case 2 (``R, DS, AG``) T = 1.
 * **MAO-ARAG** (App. E case studies): turn 0 plans the root; all parallel sub-questions share
-  one turn, each serial sub-question takes a turn of its own, and the AS that answers a
-  decomposed node is a turn of its own ("Planner: AS"). That is exactly the set of marag's
-  rounds, so the count is the number of distinct ``Step.round`` values among the steps: Case 3
-  (QDP into four) has 3 turns, Case 4 (QDS into two) 4. The budget answer shares the last
-  round and adds no turn. (MAO-ARAG's Table 7 lists MMOA-RAG with 2 turns; marag counts a
-  fixed pipeline as 1, see below.)
+  one turn, each serial sub-question takes a turn of its own, and the planner's AS that
+  answers a decomposed node is a turn of its own ("Planner: AS", a planner call and the AS
+  call in one round). That is exactly the set of marag's rounds, so the count is the number
+  of distinct ``Step.round`` values among the steps: Cases 1 (``AG``) and 2 (``RA, AG``) have
+  1 turn, Case 3 (QDP into four) 3, Case 4 (QDS into two) 4. The budget answer and a final
+  synthesis under ``method.final_synthesis="always"`` share the last round and add no turn.
+  (MAO-ARAG's Table 7 lists MMOA-RAG with 2 turns; marag counts a fixed pipeline as 1, see
+  below.)
 * **M-ASK** (App. G case study): the turns of the search loop that were begun, the one whose
   search agent wrote ``<end>`` included; the plan is "Init", not a turn. The Puebla case has
   three searches and an ``<end>``: 4 turns.
