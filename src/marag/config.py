@@ -66,6 +66,9 @@ class LLMConfig(Section):
     dtype: Literal["auto", "float32", "bfloat16", "float16"] = "float32"
     bf16_autocast: bool = False
     cache_dir: str | None = None
+    # hf entries naming the same model share one loaded model and batcher; false gives this
+    # entry a model of its own (frozen executors beside a policy that training changes)
+    share: bool = True
     # hf backend: LoRA adapters (``marag train``/``sft`` output folders), merged into the
     # weights in order at load time
     adapter: list[str] = Field(default_factory=list)

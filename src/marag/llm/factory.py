@@ -38,6 +38,8 @@ def make_llm(cfg: LLMConfig, *, shared: _Shared | None = None) -> LLM:
 
         _set_threads(cfg.n_threads)
         key = (cfg.model, cfg.device, cfg.dtype, cfg.cache_dir, tuple(cfg.adapter))
+        if not cfg.share:
+            shared = None
         if shared is not None and key in shared:
             backend = shared[key]
             if (backend.max_batch_size, backend.batch_wait) != (

@@ -49,9 +49,19 @@ from marag.workflows.engine import derive_seed
 
 log = logging.getLogger(__name__)
 
+_PLANNER_TEAM = ("planner", "QR", "QDS", "QDP", "DS", "AG", "AS")
+# Every LLM role each method can run.
+METHOD_ROLES: dict[str, tuple[str, ...]] = {
+    "jade": _PLANNER_TEAM,
+    "mao-arag": _PLANNER_TEAM,
+    "mmoa-rag": ("mmoa.QR", "DS", "AG"),
+    "m-ask": ("mask.plan", "mask.search", "mask.summary", "mask.update", "mask.answer"),
+    "vanilla": ("AG",),
+    "llm-only": ("AG",),
+}
 # The roles each method trains by default (train.roles empty): the papers' choices.
 DEFAULT_ROLES: dict[str, tuple[str, ...]] = {
-    "jade": ("planner", "QR", "QDS", "QDP", "DS", "AG", "AS"),
+    "jade": _PLANNER_TEAM,
     "mao-arag": ("planner",),
     "mmoa-rag": ("mmoa.QR", "DS", "AG"),
     "m-ask": ("mask.plan", "mask.search", "mask.summary", "mask.update", "mask.answer"),
@@ -117,6 +127,13 @@ class Trainer:
                              "they must share one backbone (one llms entry)")
         name = backends.pop()
         backend = self.ctx.llms[name]
+        frozen = [r for r in METHOD_ROLES[self.config.method.name] if r not in self.roles
+                  and self.ctx.llms.get(self.config.backend_for(r)) is backend]
+        if frozen:
+            raise TrainError(
+                f"frozen role(s) {frozen} run on the policy's model (llms.{name}): the trained "
+                "adapter would change them too. Map them to another llms entry with "
+                "'share: false' (see configs/mao-arag-train.yaml)")
         if not isinstance(backend, HFBackend):
             raise TrainError(f"trained roles run on llms.{name} ({backend.name}); training "
                              "needs the local 'hf' backend (frozen roles may use any backend)")
