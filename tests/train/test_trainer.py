@@ -126,15 +126,46 @@ def test_jade_trains_every_role_it_ran(tmp_path, estimator):
 
 
 def test_frozen_roles_never_reach_the_buffer(tmp_path):
-    tr = make(tmp_path, "train.iterations=1", "train.roles=[planner]", method="jade")
+    cfg = load_config(None, [
+        "method.name=jade", "method.top_k=2", "train.iterations=1", "train.roles=[planner]",
+        "train.questions_per_iteration=2", "train.samples_per_question=2",
+        "train.concurrency=1", "train.lora.r=4", "train.lora.target_modules=[q_proj,v_proj]",
+        "llms.policy.backend=hf", "llms.executor.backend=hf", "roles.planner=policy",
+        "roles.default=executor"])
+    backends = {}
+    for name in ("policy", "executor"):
+        model, tok = build_tiny_model(seed=0)
+        backends[name] = HFBackend("tiny", model=model, tokenizer=tok, batch_wait_ms=0)
+    frozen = _snapshot(backends["executor"].module)
+    ctx = Context(llms=backends, config=cfg, retriever=Docs())
+    tr = Trainer(cfg, tmp_path, questions=QUESTIONS, context=ctx, tensorboard=False)
     row = tr.run()[0]
-    traces = [t for t in _rollouts(tmp_path)]
+    traces = _rollouts(tmp_path)
     planner_steps = sum(1 for t in traces for s in t.steps if s.role == "planner")
-    assert row["transitions"] == planner_steps
+    assert row["transitions"] == planner_steps > 0
     assert any(s.role == "AG" for t in traces for s in t.steps)
+    after = dict(backends["executor"].module.named_parameters())
+    assert all(torch.equal(v, after[n]) for n, v in frozen.items())  # executors untouched
 
 
 def _rollouts(out):
     from marag.types import Trace, read_jsonl
 
     return read_jsonl(out / "rollouts" / "iter-000001.jsonl", Trace)
+
+
+def test_frozen_roles_on_the_policy_model_are_refused(tmp_path):
+    from marag.train.trainer import TrainError
+
+    with pytest.raises(TrainError, match="share: false"):
+        make(tmp_path, method="mao-arag")  # planner trained, executors on the same model
+
+
+def test_trained_roles_on_an_api_backend_are_refused(tmp_path):
+    from marag.llm.scripted import ScriptedLLM
+    from marag.train.trainer import TrainError
+
+    cfg = load_config(None, ["method.name=llm-only", "llms.default.backend=scripted"])
+    ctx = Context(llms={"default": ScriptedLLM({"AG": "<answer>x</answer>"})}, config=cfg)
+    with pytest.raises(TrainError, match="needs the local 'hf' backend"):
+        Trainer(cfg, tmp_path, questions=QUESTIONS, context=ctx, tensorboard=False)
