@@ -17,6 +17,14 @@ def register(sub: Any) -> None:
                    help="directory for report.md, summary.json and the PNG plots (default: report)")
     p.add_argument("--no-plots", action="store_true", help="write the tables only")
     p.set_defaults(func=run)
+    t = sub.add_parser("report-train", help="plot a marag train run (reward, F1, validity per "
+                       "role, KL, workflow mix; held-out F1 per checkpoint)")
+    t.add_argument("run", metavar="TRAIN_DIR", help="the --out folder of marag train")
+    t.add_argument("--heldout", nargs="*", default=[], metavar="ITER=EVAL_DIR",
+                   help="evaluation runs of checkpoints (0=untrained), e.g. 0=runs/eval/base "
+                        "10=runs/eval/ckpt10")
+    t.add_argument("--out", default=None, help="folder for the PNGs (default: TRAIN_DIR/plots)")
+    t.set_defaults(func=run_train)
 
 
 def run(args: argparse.Namespace) -> int:
@@ -30,4 +38,28 @@ def run(args: argparse.Namespace) -> int:
         return 2
     print(report.markdown)
     print(f"wrote {', '.join(report.files)} to {report.out_dir}")
+    return 0
+
+
+def run_train(args: argparse.Namespace) -> int:
+    import json
+    from pathlib import Path
+
+    from marag.report.training import plot_training
+
+    points = []
+    for item in args.heldout:
+        it, sep, path = item.partition("=")
+        metrics = Path(path) / "metrics.json"
+        if not sep or not it.isdigit() or not metrics.is_file():
+            print(f"marag report-train: {item!r} is not ITER=EVAL_DIR with a metrics.json",
+                  file=sys.stderr)
+            return 2
+        points.append((int(it), float(json.loads(metrics.read_text())["f1"])))
+    try:
+        files = plot_training(args.run, args.out or Path(args.run) / "plots", points)
+    except ValueError as e:
+        print(f"marag report-train: {e}", file=sys.stderr)
+        return 2
+    print("wrote " + ", ".join(str(f) for f in files))
     return 0

@@ -1,0 +1,98 @@
+"""Plots of a training run from its ``metrics.jsonl`` (written by ``marag train``): reward and
+F1, format-valid rate per role, KL, workflow mix against iteration, and held-out F1 per
+checkpoint when evaluation runs of checkpoints are given."""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Sequence
+from pathlib import Path
+from typing import Any
+
+from marag.report.plots import _pyplot
+
+
+def read_metrics(run: str | Path) -> list[dict[str, Any]]:
+    path = Path(run) / "metrics.jsonl"
+    if not path.is_file():
+        raise ValueError(f"{run}: no metrics.jsonl (not a marag train run)")
+    rows = []
+    for line in path.read_text().splitlines():
+        try:
+            rows.append(json.loads(line))
+        except json.JSONDecodeError:  # a torn last line of a run still being written
+            break
+    return rows
+
+
+def _series(rows: list[dict[str, Any]], prefix: str) -> dict[str, list[float]]:
+    keys = sorted({k for r in rows for k in r if k.startswith(prefix)})
+    return {k[len(prefix):]: [float(r.get(k, 0.0)) for r in rows] for k in keys}
+
+
+def plot_training(run: str | Path, out: str | Path,
+                  heldout: Sequence[tuple[int, float]] = ()) -> list[Path]:
+    """Write the PNGs into ``out``; ``heldout`` is (iteration, F1) pairs, 0 = untrained."""
+    rows = read_metrics(run)
+    if not rows:
+        raise ValueError(f"{run}: metrics.jsonl has no rows yet")
+    plt = _pyplot()
+    out = Path(out)
+    out.mkdir(parents=True, exist_ok=True)
+    it = [r["iteration"] for r in rows]
+    files = []
+
+    def save(fig: Any, name: str) -> None:
+        fig.tight_layout()
+        fig.savefig(out / name, dpi=110)
+        plt.close(fig)
+        files.append(out / name)
+
+    fig, ax = plt.subplots(figsize=(6, 3.5))
+    ax.plot(it, [r["reward"] for r in rows], label="mean trace reward")
+    ax.plot(it, [r["f1"] for r in rows], label="rollout F1")
+    ax.set_xlabel("iteration")
+    ax.legend()
+    ax.set_title("training reward and F1")
+    save(fig, "train_reward_f1.png")
+
+    fig, ax = plt.subplots(figsize=(6, 3.5))
+    for role, ys in _series(rows, "valid.").items():
+        ax.plot(it, ys, label=role)
+    ax.set_ylim(-0.05, 1.05)
+    ax.set_xlabel("iteration")
+    ax.set_ylabel("format-valid rate")
+    ax.legend(fontsize=8)
+    ax.set_title("format-valid rate per role (rollouts)")
+    save(fig, "train_validity.png")
+
+    fig, ax = plt.subplots(figsize=(6, 3.5))
+    ax.plot(it, [r.get("kl", 0.0) for r in rows], label="KL to reference (k1, per token)")
+    if any("entropy" in r for r in rows):
+        ax.plot(it, [r.get("entropy", 0.0) for r in rows], label="entropy (per token)")
+    ax.set_xlabel("iteration")
+    ax.legend()
+    ax.set_title("KL and entropy")
+    save(fig, "train_kl.png")
+
+    fig, ax = plt.subplots(figsize=(6, 3.5))
+    mix = _series(rows, "workflow.")
+    bottom = [0.0] * len(it)
+    for wf, ys in mix.items():
+        ax.bar(it, ys, bottom=bottom, label=wf)
+        bottom = [b + y for b, y in zip(bottom, ys)]
+    ax.set_xlabel("iteration")
+    ax.set_ylabel("share of rollouts")
+    ax.legend(fontsize=7)
+    ax.set_title("workflow mix")
+    save(fig, "train_workflows.png")
+
+    if heldout:
+        pts = sorted(heldout)
+        fig, ax = plt.subplots(figsize=(6, 3.5))
+        ax.plot([p[0] for p in pts], [p[1] for p in pts], marker="o")
+        ax.set_xlabel("checkpoint (iteration; 0 = untrained)")
+        ax.set_ylabel("held-out F1")
+        ax.set_title("held-out F1 per checkpoint")
+        save(fig, "heldout_f1.png")
+    return files
