@@ -38,12 +38,14 @@ def test_train_resume_after_sigkill_and_ask_with_the_adapter(tmp_path, qa_data):
     proc = subprocess.Popen(train, env=env, stdout=subprocess.PIPE, stderr=subprocess.STDOUT,
                             text=True)
     first = out / "checkpoints" / "iter-000001" / "state.json"
-    deadline = time.monotonic() + 600
-    while not first.is_file() and proc.poll() is None and time.monotonic() < deadline:
-        time.sleep(0.5)
-    assert first.is_file(), proc.stdout.read() if proc.poll() is not None else "timed out"
-    proc.send_signal(signal.SIGKILL)  # mid-way through iteration 2
-    proc.wait()
+    try:
+        deadline = time.monotonic() + 900
+        while not first.is_file() and proc.poll() is None and time.monotonic() < deadline:
+            time.sleep(0.5)
+        assert first.is_file(), proc.stdout.read() if proc.poll() is not None else "timed out"
+    finally:
+        proc.send_signal(signal.SIGKILL)  # mid-way through iteration 2 (or a failed test)
+        proc.wait()
     assert not (out / "checkpoints" / "iter-000002").exists()
     rows = [json.loads(x) for x in (out / "metrics.jsonl").read_text().splitlines()]
     assert [r["iteration"] for r in rows] in ([1], [])  # the row follows its checkpoint
