@@ -31,6 +31,17 @@ def _set_threads(n_threads: int | None) -> None:
         torch.set_num_threads(n_threads)
 
 
+def process_device(device: str) -> str:
+    """``cuda`` means this process's GPU under a multi-process launcher (torchrun/accelerate
+    set LOCAL_RANK), so data-parallel trainers do not all load onto the first GPU."""
+    import os
+
+    rank = os.environ.get("LOCAL_RANK")
+    if device == "cuda" and rank is not None and rank.isdigit():
+        return f"cuda:{rank}"
+    return device
+
+
 def make_llm(cfg: LLMConfig, *, shared: _Shared | None = None) -> LLM:
     """One backend for one ``llms.<name>`` config entry."""
     if cfg.backend == "hf":
@@ -47,7 +58,7 @@ def make_llm(cfg: LLMConfig, *, shared: _Shared | None = None) -> LLM:
                 log.warning("hf backends for %s share one batcher; using the first entry's "
                             "max_batch_size/batch_wait_ms", cfg.model)
             return backend
-        backend = HFBackend(cfg.model, device=cfg.device, dtype=cfg.dtype,
+        backend = HFBackend(cfg.model, device=process_device(cfg.device), dtype=cfg.dtype,
                             max_batch_size=cfg.max_batch_size, batch_wait_ms=cfg.batch_wait_ms,
                             bf16_autocast=cfg.bf16_autocast, cache_dir=cfg.cache_dir,
                             adapters=cfg.adapter)
