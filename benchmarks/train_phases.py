@@ -25,12 +25,14 @@ def main() -> None:
     ap.add_argument("--from", dest="first", type=int, default=1, help="first iteration counted")
     args = ap.parse_args()
     run = Path(args.run)
-    from marag.config import load_config
-    from marag.train.trainer import trained_roles
+    import yaml
 
-    config = load_config(run / "config.yaml")
-    epochs = config.train.ppo_epochs
-    roles = set(trained_roles(config))
+    from marag.train.trainer import DEFAULT_ROLES
+
+    # read as plain YAML: a run made by an older marag may hold keys this one dropped
+    cfg = yaml.safe_load((run / "config.yaml").read_text())
+    epochs = int(cfg["train"].get("ppo_epochs", 1))
+    roles = set(cfg["train"].get("roles") or DEFAULT_ROLES[cfg["method"]["name"]])
     rows = [json.loads(x) for x in (run / "metrics.jsonl").read_text().splitlines() if x]
     rows = [r for r in rows if r["iteration"] >= args.first]
     cols: dict[str, list[float]] = {p: [] for p in PHASES}
