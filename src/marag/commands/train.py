@@ -22,7 +22,8 @@ def register(sub: Any) -> None:
     p.add_argument("--out", required=True, metavar="DIR", help="run folder (e.g. runs/train/A)")
     p.add_argument("--no-progress", action="store_true", help="no progress bar")
     p.add_argument("--force", action="store_true",
-                   help="start over in a folder whose saved config differs")
+                   help="continue a run whose saved config differs (e.g. keys a newer marag "
+                        "added); the last checkpoint is still resumed from")
     p.set_defaults(func=run)
 
 
@@ -36,8 +37,13 @@ def run(args: argparse.Namespace) -> int:
     text = yaml.safe_dump(config.model_dump(mode="json"), sort_keys=False)
     saved = out / "config.yaml"
     if saved.is_file() and saved.read_text() != text and not args.force:
-        print(f"marag train: {out} holds a run with another config ({saved}); use the same "
-              "config to resume, another --out, or --force", file=sys.stderr)
+        from marag.eval.rundir import describe_change
+
+        changes = describe_change(yaml.safe_load(saved.read_text()) or {},
+                                  config.model_dump(mode="json"))
+        print(f"marag train: {out} holds a run with another config ({saved}): "
+              + "; ".join(changes[:8]) + ". Use the same config to resume, another --out, "
+              "or --force to continue anyway", file=sys.stderr)
         return 2
     try:
         train, held = split_questions(config.train)

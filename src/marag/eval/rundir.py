@@ -124,12 +124,13 @@ class RunDir:
         os.replace(tmp, self.path / name)
 
 
-def _describe_change(old: dict[str, Any], new: dict[str, Any], prefix: str = "") -> list[str]:
+def describe_change(old: dict[str, Any], new: dict[str, Any], prefix: str = "") -> list[str]:
+    """``key: old -> new`` for every dotted key whose value differs (nested dicts walked)."""
     changes = []
     for key in sorted(set(old) | set(new)):
         a, b = old.get(key), new.get(key)
         if isinstance(a, dict) and isinstance(b, dict):
-            changes += _describe_change(a, b, f"{prefix}{key}.")
+            changes += describe_change(a, b, f"{prefix}{key}.")
         elif a != b:
             changes.append(f"{prefix}{key}: {a!r} -> {b!r}")
     return changes
@@ -160,7 +161,7 @@ def open_run_dir(path: str | os.PathLike[str], identity: dict[str, Any],
         raise RunDirError(f"{root} holds traces but no {MANIFEST}; use --force or a new directory")
 
     if old is not None and old.get("identity") != identity:
-        changes = _describe_change(old.get("identity") or {}, identity)
+        changes = describe_change(old.get("identity") or {}, identity)
         if not force:
             raise RunDirError(
                 f"{root} holds a different run ({'; '.join(changes[:6])}); "
