@@ -226,6 +226,9 @@ class SFTConfig(Section):
     # MMOA-RAG's recipe: a document is a selector label when it contains a content word of
     # the golden answer, or at least this share of the question's content words
     min_question_overlap: float = Field(0.5, ge=0, le=1)
+    # the documents the generator example shows: those the selector label keeps (MMOA-RAG),
+    # or every retrieved one (what AG sees after an R, AG plan)
+    ag_docs: Literal["selected", "retrieved"] = "selected"
     epochs: int = Field(1, ge=1)
     batch_size: int = Field(8, ge=1)
     micro_batch_size: int = Field(2, ge=1)

@@ -61,6 +61,7 @@ def run(args: argparse.Namespace) -> int:
         splits.mkdir(exist_ok=True)
         (splits / "train_ids.txt").write_text("".join(q.id + "\n" for q in train))
         (splits / "heldout_ids.txt").write_text("".join(q.id + "\n" for q in held))
+        write_jsonl(splits / "train.jsonl", train)
         if held:
             write_jsonl(splits / "heldout.jsonl", held)
     rows = trainer.run(progress=not args.no_progress)

@@ -85,7 +85,7 @@ async def examples_mmoa(questions: Sequence[Question], retriever: Any, k: int,
         if ids:
             out.append(Example("DS", ds.build(question=q.question, docs=docs),
                                "<id>" + ", ".join(str(i) for i in ids) + "</id>"))
-        kept = [docs[i] for i in ids] or list(docs)
+        kept = [docs[i] for i in ids] if ids and cfg.ag_docs == "selected" else list(docs)
         out.append(Example("AG", ag.build(question=q.question, docs=kept),
                            f"<answer>{q.golden_answers[0]}</answer>"))
     return out
