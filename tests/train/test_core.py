@@ -34,7 +34,7 @@ def test_chained_gae_gives_a_planner_step_credit_for_the_terminal_reward():
     planner = torch.zeros(3)  # a planner step of 3 tokens, no reward of its own
     answer = torch.tensor([0.0, 1.0])  # the answer step earns F1 = 1 on its last token
     zeros = [torch.zeros(3), torch.zeros(2)]
-    adv, ret = core.chained_gae([planner, answer], zeros, gamma=1.0, lam=1.0)
+    adv, _ = core.chained_gae([planner, answer], zeros, gamma=1.0, lam=1.0)
     assert [a.tolist() for a in adv] == [[1.0, 1.0, 1.0], [1.0, 1.0]]
     # each step alone (the per-step estimator) leaves the planner with nothing
     alone, _ = core.gae(planner, torch.zeros(3), 1.0, 1.0)

@@ -28,8 +28,9 @@ from marag.types import Question, Trace
 
 log = logging.getLogger(__name__)
 
-_STOP = set("a an the of in on at to for and or is was were are be by with from as that this "
-            "which who whom what when where why how did does do it its his her their".split())
+_STOP = {"a", "an", "the", "of", "in", "on", "at", "to", "for", "and", "or", "is", "was", "were",
+         "are", "be", "by", "with", "from", "as", "that", "this", "which", "who", "whom", "what",
+         "when", "where", "why", "how", "did", "does", "do", "it", "its", "his", "her", "their"}
 
 
 @dataclass
@@ -130,7 +131,7 @@ def train_sft(backend: Any, examples: Sequence[Example], cfg: SFTConfig, out: st
     policy = PolicyValue(backbone, hidden_size(model)).to(model.device)
     params = [p for p in backbone.parameters() if p.requires_grad]
     opt = torch.optim.AdamW(params, lr=cfg.lr)
-    eos = sorted(backend._decoder.eos_ids)[0]
+    eos = min(backend._decoder.eos_ids)
     items = tokenize(examples[:cfg.max_examples] if cfg.max_examples else examples,
                      backend.tokenizer, eos)
     pad = backend._decoder.pad_id

@@ -17,6 +17,7 @@ the questions; gradients are averaged by DDP).
 from __future__ import annotations
 
 import asyncio
+import copy
 import logging
 import math
 import time
@@ -32,7 +33,7 @@ from marag.config import Config, ConfigError
 from marag.train import advantages as adv_mod
 from marag.train import checkpoint as ckpt
 from marag.train import core
-from marag.train.experience import Transition, batch, collect
+from marag.train.experience import Transition, batch, collect, right_aligned
 from marag.train.logbook import Logbook
 from marag.train.policy import (
     PolicyValue,
@@ -99,6 +100,7 @@ class Trainer:
             raise TrainError("no training questions")
         self.questions = list(questions)
         self.eval_questions = list(eval_questions)
+        self._orders: dict[int, list[int]] = {}  # pass over the data -> shuffled indices
         if config.method.name == "m-ask" and not self.cfg.rewards.final_only:
             # the turn-level reward scores the answer of every turn (M-ASK S3.3)
             config.method.answer_every_turn = True
@@ -147,8 +149,6 @@ class Trainer:
             backbone = attach_lora(model, self.cfg.lora)
             self.reference = None  # the reference is the backbone with the adapter off
         else:
-            import copy
-
             self.reference = copy.deepcopy(model).eval()
             for p in self.reference.parameters():
                 p.requires_grad_(False)
@@ -159,7 +159,7 @@ class Trainer:
         adapters = self.config.llms[self.config.backend_for(self.roles[0])].adapter
         if adapters:  # a critic trained with the last adapter starts from its value head
             load_value_head(self.policy, adapters[-1])
-        params = [p for p in trainable_parameters(self.policy.backbone)]
+        params = trainable_parameters(self.policy.backbone)
         groups = [{"params": params, "lr": self.cfg.lr},
                   {"params": list(self.policy.value_head.parameters()),
                    "lr": self.cfg.critic_lr}]
@@ -202,12 +202,10 @@ class Trainer:
         return picked[self.acc.process_index::self.acc.num_processes]
 
     def _order(self, epoch: int) -> list[int]:
-        cache = getattr(self, "_orders", {})
-        if epoch not in cache:
+        if epoch not in self._orders:
             g = torch.Generator().manual_seed(derive_seed(self.cfg.seed, "order", epoch))
-            cache[epoch] = torch.randperm(len(self.questions), generator=g).tolist()
-            self._orders = cache
-        return cache[epoch]
+            self._orders[epoch] = torch.randperm(len(self.questions), generator=g).tolist()
+        return self._orders[epoch]
 
     # ------------------------------------------------------------------ phases
 
@@ -329,8 +327,6 @@ class Trainer:
         width = b.keep
 
         def cols(name: str) -> torch.Tensor:
-            from marag.train.experience import right_aligned
-
             return right_aligned([getattr(t, name) for t in items], width).to(logp.device)
 
         mask = b.mask if real else torch.zeros_like(b.mask)
