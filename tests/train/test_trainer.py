@@ -169,3 +169,23 @@ def test_trained_roles_on_an_api_backend_are_refused(tmp_path):
     ctx = Context(llms={"default": ScriptedLLM({"AG": "<answer>x</answer>"})}, config=cfg)
     with pytest.raises(TrainError, match="needs the local 'hf' backend"):
         Trainer(cfg, tmp_path, questions=QUESTIONS, context=ctx, tensorboard=False)
+
+
+def test_metrics_go_to_jsonl_csv_and_tensorboard(tmp_path):
+    pytest.importorskip("tensorboard")
+    from marag.train.logbook import Logbook
+
+    book = Logbook(tmp_path)
+    book.write({"iteration": 1, "reward": 0.5, "valid.planner": 1.0})
+    book.write({"iteration": 2, "reward": 0.7, "f1": 0.2})
+    book.close()
+    assert [r["iteration"] for r in book.rows()] == [1, 2]
+    header = (tmp_path / "metrics.csv").read_text().splitlines()[0]
+    assert header == "iteration,reward,valid.planner,f1"
+    from tensorboard.backend.event_processing.event_accumulator import EventAccumulator
+
+    acc = EventAccumulator(str(tmp_path / "tensorboard"))
+    acc.Reload()
+    assert [e.value for e in acc.Scalars("reward")] == pytest.approx([0.5, 0.7])
+    book.truncate(1)
+    assert [r["iteration"] for r in Logbook(tmp_path, tensorboard=False).rows()] == [1]
