@@ -61,8 +61,9 @@ def _text(driver: Any, css: str) -> str:
 
 
 def test_ask_and_browse_runs(browser, index_dir, runs_dir, live_server):
-    # each scripted call takes 80 ms, so the tree visibly grows while the question runs
-    app = create_app(make_ctx(team(latency=0.08), index_dir), ServeSettings(runs=runs_dir))
+    # each scripted call takes 300 ms, so the tree visibly grows while the question runs (with
+    # margin for a loaded machine: the page must see a node still running)
+    app = create_app(make_ctx(team(latency=0.3), index_dir), ServeSettings(runs=runs_dir))
     with live_server(app) as srv:
         d = browser
         d.get(srv.url + "/")
