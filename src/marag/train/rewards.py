@@ -66,7 +66,7 @@ def final_f1(trace: Trace) -> float:
     if f1 is None:
         raise ValueError(
             f"trace {trace.id!r} was not scored (no metrics['f1']); score it first with "
-            "marag.workflows.engine.score_answer")
+            "marag.metrics.score_trace")
     return float(f1)
 
 
