@@ -65,7 +65,7 @@ def test_serve_answers_with_the_embedded_model(index_dir, runs_dir, tmp_path):
         assert httpx.get(url + "/api/runs", timeout=10).status_code == 401
         runs = httpx.get(url + "/api/runs", headers=auth, timeout=10).json()["runs"]
         assert {r["name"] for r in runs} == {"jade-team", "vanilla-team"}
-        r = httpx.post(url + "/api/ask", headers=auth, timeout=120, json={
+        r = httpx.post(url + "/api/ask", headers=auth, timeout=600, json={
             "question": "Who directed Inception?", "method": "vanilla",
             "overrides": ["method.top_k=2"]})
         assert r.status_code == 200, r.text
