@@ -189,3 +189,15 @@ def test_metrics_go_to_jsonl_csv_and_tensorboard(tmp_path):
     assert [e.value for e in acc.Scalars("reward")] == pytest.approx([0.5, 0.7])
     book.truncate(1)
     assert [r["iteration"] for r in Logbook(tmp_path, tensorboard=False).rows()] == [1]
+
+
+def test_periodic_heldout_evaluation_goes_into_the_row(tmp_path):
+    cfg_over = ("train.iterations=1", "train.eval_every=1")
+    tr = make(tmp_path, *cfg_over, questions=QUESTIONS[:2])
+    tr.eval_questions = QUESTIONS[2:]
+    row = tr.run()[0]
+    assert 0.0 <= row["eval.f1"] <= 1.0 and "eval.valid.AG" in row
+    summary = tmp_path / "eval" / "iter-000001" / "metrics.json"
+    assert summary.is_file()
+    traces = (tmp_path / "eval" / "iter-000001" / "traces.jsonl").read_text().splitlines()
+    assert len(traces) == 2  # the held-out questions, greedy, with the updated weights

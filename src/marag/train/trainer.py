@@ -486,7 +486,7 @@ class Trainer:
         result = asyncio.run(go())
         s = result.summary
         out = {"eval.f1": s["f1"], "eval.em": s["em"], "eval.acc": s["acc"]}
-        for role, v in s.get("validity", {}).items():
+        for role, v in s.get("roles", {}).items():
             if role != "R":
                 out[f"eval.valid.{role}"] = v["rate"]
         return out
