@@ -1,0 +1,46 @@
+"""Paired bootstrap of the F1 difference between two evaluation runs on the same questions.
+
+    python benchmarks/paired_bootstrap.py runs/eval/A runs/eval/B [--samples 10000]
+
+Prints mean F1 of each, the mean difference A - B and its 95% interval (percentile bootstrap
+over questions, seed 0), and how many questions each run scores higher on.
+"""
+
+from __future__ import annotations
+
+import argparse
+import random
+from pathlib import Path
+
+from marag.types import Trace, read_jsonl
+
+
+def f1s(run: Path) -> dict[str, float]:
+    return {t.id: float(t.metrics.get("f1", 0.0)) for t in read_jsonl(run / "traces.jsonl", Trace)}
+
+
+def main() -> None:
+    ap = argparse.ArgumentParser()
+    ap.add_argument("a", type=Path)
+    ap.add_argument("b", type=Path)
+    ap.add_argument("--samples", type=int, default=10000)
+    args = ap.parse_args()
+    a, b = f1s(args.a), f1s(args.b)
+    ids = sorted(set(a) & set(b))
+    if len(ids) != len(a) or len(ids) != len(b):
+        raise SystemExit(f"the runs share {len(ids)} questions of {len(a)} and {len(b)}")
+    diffs = [a[i] - b[i] for i in ids]
+    rng = random.Random(0)
+    means = sorted(sum(rng.choice(diffs) for _ in diffs) / len(diffs)
+                   for _ in range(args.samples))
+    lo, hi = means[int(0.025 * args.samples)], means[int(0.975 * args.samples) - 1]
+    mean = sum(diffs) / len(diffs)
+    print(f"{args.a.name}: F1 {sum(a.values()) / len(a):.4f}   {args.b.name}: F1 "
+          f"{sum(b.values()) / len(b):.4f}   n={len(ids)}")
+    print(f"difference {mean:+.4f}, 95% interval [{lo:+.4f}, {hi:+.4f}]; higher on "
+          f"{sum(d > 0 for d in diffs)}, lower on {sum(d < 0 for d in diffs)}, "
+          f"tied on {sum(d == 0 for d in diffs)}")
+
+
+if __name__ == "__main__":
+    main()
