@@ -177,6 +177,8 @@ class TrainConfig(Section):
     # held out of training, per dataset: a seeded sample (train.seed) that becomes the
     # evaluation split unless eval_dataset is given
     holdout_per_dataset: int = Field(0, ge=0)
+    # the held-out sample's own seed, so runs with different train.seed share one held-out set
+    holdout_seed: int = 0
     eval_dataset: str | None = None
     eval_limit: int | None = Field(None, ge=1)
     exclude_ids: str | None = None  # a file of question ids never trained on, one per line

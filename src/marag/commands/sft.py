@@ -24,6 +24,10 @@ def register(sub: Any) -> None:
                      help="mmoa: selector and generator labels built from questions, their "
                           "golden answers and retrieved documents (MMOA-RAG S4.3)")
     p.add_argument("--dataset", help="question file for --recipe")
+    p.add_argument("--exclude-ids", metavar="FILE",
+                   help="question ids never to train on, one per line (e.g. a training run's "
+                        "splits/heldout_ids.txt, so the warm start does not see held-out "
+                        "answers)")
     p.add_argument("--out", required=True, metavar="DIR")
     p.add_argument("--no-progress", action="store_true")
     p.set_defaults(func=run)
@@ -41,6 +45,9 @@ def run(args: argparse.Namespace) -> int:
     cfg = config.sft
     if args.traces:
         traces = [t for f in args.traces for t in read_jsonl(f, Trace)]
+        if args.exclude_ids:
+            banned = set(Path(args.exclude_ids).read_text().split())
+            traces = [t for t in traces if t.id not in banned]
         examples = sft.examples_from_traces(traces, cfg.roles, cfg.min_f1)
         ctx = build_context(config, with_retriever=False)
     else:
@@ -50,7 +57,14 @@ def run(args: argparse.Namespace) -> int:
         from marag.datasets import load_questions
 
         ctx = build_context(config, with_retriever=True)
-        questions = load_questions(args.dataset, limit=cfg.max_examples, seed=cfg.seed)
+        questions = load_questions(args.dataset)
+        if args.exclude_ids:
+            banned = set(Path(args.exclude_ids).read_text().split())
+            questions = [q for q in questions if q.id not in banned]
+        if cfg.max_examples:
+            from marag.datasets import sample
+
+            questions = sample(questions, cfg.max_examples, seed=cfg.seed)
         examples = asyncio.run(sft.examples_mmoa(questions, ctx.retriever, config.method.top_k,
                                                  cfg))
         if cfg.roles:

@@ -135,7 +135,9 @@ class HFBackend:
             return 0
         return n
 
-    def _allowed_mask(self, allowed: tuple[str, ...]) -> Any:
+    def allowed_mask(self, allowed: tuple[str, ...]) -> Any:
+        """The bool vocabulary mask of decoding restricted to ``allowed`` (plus EOS), cached;
+        None when unrestricted. The trainer recomputes logprobs under the same mask."""
         if not allowed:
             return None
         mask = self._masks.get(allowed)
@@ -289,7 +291,7 @@ class HFBackend:
                     continue
                 self._in_flight.add(r)
                 rows.append(Row(r.prompt_ids, r.params,
-                                self._allowed_mask(r.params.allowed_text), tag=r,
+                                self.allowed_mask(r.params.allowed_text), tag=r,
                                 prefix_len=r.prefix_len, on_token=r.on_token,
                                 top_logprobs=r.top_logprobs))
         if rows:

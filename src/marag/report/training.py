@@ -12,22 +12,31 @@ from typing import Any
 from marag.report.plots import _pyplot
 
 
-def read_metrics(run: str | Path) -> list[dict[str, Any]]:
-    path = Path(run) / "metrics.jsonl"
-    if not path.is_file():
-        raise ValueError(f"{run}: no metrics.jsonl (not a marag train run)")
+def metrics_rows(path: Path) -> list[dict[str, Any]]:
+    """The rows of a ``metrics.jsonl``; a torn last line (a run killed mid-write, or still
+    being written) ends the list."""
     rows = []
     for line in path.read_text().splitlines():
         try:
             rows.append(json.loads(line))
-        except json.JSONDecodeError:  # a torn last line of a run still being written
+        except json.JSONDecodeError:
             break
     return rows
 
 
-def _series(rows: list[dict[str, Any]], prefix: str) -> dict[str, list[float]]:
+def read_metrics(run: str | Path) -> list[dict[str, Any]]:
+    path = Path(run) / "metrics.jsonl"
+    if not path.is_file():
+        raise ValueError(f"{run}: no metrics.jsonl (not a marag train run)")
+    return metrics_rows(path)
+
+
+def _series(rows: list[dict[str, Any]], prefix: str, missing: float = float("nan")
+            ) -> dict[str, list[float]]:
+    """Per key under ``prefix``, its value in every row; ``missing`` where a row lacks it (a
+    role that did not run that iteration is a gap in a line, not 0% valid)."""
     keys = sorted({k for r in rows for k in r if k.startswith(prefix)})
-    return {k[len(prefix):]: [float(r.get(k, 0.0)) for r in rows] for k in keys}
+    return {k[len(prefix):]: [float(r.get(k, missing)) for r in rows] for k in keys}
 
 
 def plot_training(run: str | Path, out: str | Path,
@@ -76,7 +85,7 @@ def plot_training(run: str | Path, out: str | Path,
     save(fig, "train_kl.png")
 
     fig, ax = plt.subplots(figsize=(6, 3.5))
-    mix = _series(rows, "workflow.")
+    mix = _series(rows, "workflow.", missing=0.0)
     bottom = [0.0] * len(it)
     for wf, ys in mix.items():
         ax.bar(it, ys, bottom=bottom, label=wf)

@@ -6,10 +6,10 @@ Three estimators (``train.estimator``):
   reward that arrives at the final answer reaches the planner's tokens (JADE Algorithm 2);
 * ``per-step``: each step is an episode of its own, GAE inside its response (the authors'
   code for MMOA-RAG and JADE);
-* ``grpo``: no critic; a step's advantage is its return-to-go (its own reward plus every later
-  step's of the same trace) minus the mean *trace* return of its question's group, divided
-  by that group's std. A format penalty therefore stays with the steps at or before the
-  malformed one, while the final reward is shared by every step of the trace.
+* ``grpo``: no critic; every step of a trace gets the trace's return (the sum of its steps'
+  rewards) minus the mean return of its question's group, divided by that group's std. The
+  comparison is trace against trace: a step's own reward-to-go against whole-trace returns
+  would push every later step down whenever rewards repeat per step (MMOA-RAG, M-ASK).
 """
 
 from __future__ import annotations
@@ -52,12 +52,10 @@ def compute(transitions: Sequence[Transition], estimator: str, *, gamma: float, 
                                       for steps in traces])
         mean, std = core.group_advantages(trace_returns, [steps[0].group for steps in traces])
         for i, steps in enumerate(traces):
-            to_go = 0.0
-            for t in reversed(steps):
-                to_go += float(rewards[id(t)].sum())
-                a = (to_go - float(mean[i])) / float(std[i])
+            a = (float(trace_returns[i]) - float(mean[i])) / float(std[i])
+            for t in steps:
                 t.advantages = torch.full((len(t.response_ids),), a)
-                t.returns = torch.full((len(t.response_ids),), to_go)
+                t.returns = torch.full((len(t.response_ids),), float(trace_returns[i]))
     else:
         raise ValueError(f"unknown estimator {estimator!r}")
 

@@ -18,7 +18,9 @@ def masked_mean(x: torch.Tensor, mask: torch.Tensor, denom: float | torch.Tensor
     """Sum of ``x`` over ``mask`` divided by ``denom`` (default: the number of masked-in
     entries). A fixed ``denom`` (the token count of the whole global mini-batch) makes
     gradient accumulation and data-parallel averaging equal to one big batch."""
-    total = (x * mask).sum()
+    # where, not a product: a masked-out entry may be inf or NaN (a pad token outside the
+    # allowed tokens of restricted decoding has logprob -inf)
+    total = torch.where(mask.bool(), x, torch.zeros_like(x)).sum()
     if denom is None:
         denom = mask.sum().clamp(min=1)
     return total / denom
@@ -73,13 +75,6 @@ def group_advantages(returns: torch.Tensor, groups: Sequence[int] | torch.Tensor
     return mean, std
 
 
-def whiten(x: torch.Tensor, mask: torch.Tensor, eps: float = 1e-8) -> torch.Tensor:
-    """Shift and scale the masked entries to mean 0 and variance 1."""
-    mean = masked_mean(x, mask)
-    var = masked_mean((x - mean) ** 2, mask)
-    return (x - mean) * torch.rsqrt(var + eps) * mask
-
-
 def kl_k1(logp: torch.Tensor, ref_logp: torch.Tensor) -> torch.Tensor:
     """Per-token estimate ``log pi - log ref`` (its expectation is KL(pi || ref))."""
     return logp - ref_logp
@@ -124,12 +119,6 @@ def value_loss(values: torch.Tensor, old_values: torch.Tensor, returns: torch.Te
     with torch.no_grad():
         stats = {"vf_clipfrac": masked_mean(((values - old_values).abs() > clip).float(), mask)}
     return loss, stats
-
-
-def entropy_from_logits(logits: torch.Tensor) -> torch.Tensor:
-    """Entropy of the softmax over the last axis ([..., V] -> [...])."""
-    logp = torch.log_softmax(logits, dim=-1)
-    return -(logp.exp() * logp).sum(-1)
 
 
 class AdaptiveKL:

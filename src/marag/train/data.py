@@ -9,8 +9,8 @@ from marag.types import Question
 
 
 def split_questions(cfg: TrainConfig) -> tuple[list[Question], list[Question]]:
-    """``(train, held_out)``. Each dataset gives ``holdout_per_dataset`` questions (a seeded
-    sample) to the held-out split; ``exclude_ids`` and the held-out ids never reach training.
+    """``(train, held_out)``. Each dataset gives ``holdout_per_dataset`` questions (a sample
+    seeded by ``holdout_seed``) to the held-out split; ``exclude_ids`` and the held-out ids never reach training.
     With ``eval_dataset`` set, the held-out split is that file instead (still excluded)."""
     from marag.datasets import load_questions, sample
 
@@ -25,12 +25,13 @@ def split_questions(cfg: TrainConfig) -> tuple[list[Question], list[Question]]:
         if dup:
             raise ValueError(f"{name}: question ids also in an earlier dataset: {dup[:3]}")
         seen.update(q.id for q in qs)
-        out = sample(qs, cfg.holdout_per_dataset, seed=cfg.seed) if cfg.holdout_per_dataset else []
+        out = (sample(qs, cfg.holdout_per_dataset, seed=cfg.holdout_seed)
+               if cfg.holdout_per_dataset else [])
         out_ids = {q.id for q in out}
         held += out
         train += [q for q in qs if q.id not in out_ids]
     if cfg.eval_dataset:
-        held = load_questions(cfg.eval_dataset, limit=cfg.eval_limit, seed=cfg.seed)
+        held = load_questions(cfg.eval_dataset, limit=cfg.eval_limit, seed=cfg.holdout_seed)
     elif cfg.eval_limit is not None:
         held = held[:cfg.eval_limit]
     excluded = {q.id for q in held}

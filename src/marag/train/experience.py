@@ -9,7 +9,7 @@ never enter it. ``batch`` pads a group of transitions for :class:`~marag.train.p
 from __future__ import annotations
 
 from collections.abc import Iterable, Sequence
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 
 import torch
 
@@ -38,13 +38,17 @@ class Transition:
     values: torch.Tensor | None = None
     advantages: torch.Tensor | None = None
     returns: torch.Tensor | None = None
-    extra: dict[str, float] = field(default_factory=dict)
 
 
 def collect(traces: Sequence[Trace], rewards: Sequence[Sequence[float | None]],
             roles: Iterable[str]) -> list[Transition]:
     """The transitions of ``roles``' steps in ``traces`` (``rewards[i]`` aligned with
-    ``traces[i].steps``). Questions are grouped by ``Trace.id``."""
+    ``traces[i].steps``). Questions are grouped by ``Trace.id``.
+
+    The reward of a step that is not trained (a frozen role's, e.g. the final F1 that JADE's
+    reward puts on AG when only the planner trains) is added to the latest trained step
+    before it in the same trace: the decisions that led to it get the credit instead of the
+    reward vanishing. A reward before any trained step has nobody to go to and is dropped."""
     train_roles = set(roles)
     groups: dict[str, int] = {}
     out: list[Transition] = []
@@ -54,8 +58,11 @@ def collect(traces: Sequence[Trace], rewards: Sequence[Sequence[float | None]],
                                   f"{len(trace.steps)} steps")
         group = groups.setdefault(trace.id, len(groups))
         order = 0
+        last: Transition | None = None
         for step, reward in zip(trace.steps, step_rewards):
             if not step.is_llm or step.role not in train_roles:
+                if reward and last is not None:
+                    last.reward += float(reward)
                 continue
             if not step.token_ids or step.prompt_token_ids is None or step.logprobs is None:
                 raise ExperienceError(
@@ -64,7 +71,7 @@ def collect(traces: Sequence[Trace], rewards: Sequence[Sequence[float | None]],
                     f"{step.backend!r})")
             sampling = step.sampling or {}
             temp = float(sampling.get("temperature", 0.0) or 0.0)
-            out.append(Transition(
+            last = Transition(
                 trace=ti, group=group, order=order, role=step.role,
                 prompt_ids=list(step.prompt_token_ids), response_ids=list(step.token_ids),
                 rollout_logprobs=list(step.logprobs),
@@ -72,7 +79,8 @@ def collect(traces: Sequence[Trace], rewards: Sequence[Sequence[float | None]],
                 temperature=temp if temp > 0 else 1.0,
                 allowed_text=tuple(sampling.get("allowed_text") or ()),
                 reward=float(reward or 0.0),
-            ))
+            )
+            out.append(last)
             order += 1
     return out
 

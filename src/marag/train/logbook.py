@@ -29,15 +29,9 @@ class Logbook:
                 log.info("tensorboard is not installed; metrics go to metrics.jsonl/.csv only")
 
     def rows(self) -> list[dict[str, Any]]:
-        if not self.jsonl.is_file():
-            return []
-        out = []
-        for line in self.jsonl.read_text().splitlines():
-            try:
-                out.append(json.loads(line))
-            except json.JSONDecodeError:  # a torn last line from a kill mid-write
-                break
-        return out
+        from marag.report.training import metrics_rows
+
+        return metrics_rows(self.jsonl) if self.jsonl.is_file() else []
 
     def truncate(self, last_iteration: int) -> None:
         """Keep the rows up to ``last_iteration`` (resuming from that checkpoint)."""

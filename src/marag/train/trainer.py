@@ -101,9 +101,6 @@ class Trainer:
         self.questions = list(questions)
         self.eval_questions = list(eval_questions)
         self._orders: dict[int, list[int]] = {}  # pass over the data -> shuffled indices
-        if config.method.name == "m-ask" and not self.cfg.rewards.final_only:
-            # the turn-level reward scores the answer of every turn (M-ASK S3.3)
-            config.method.answer_every_turn = True
         from marag.api import build_context
 
         self.ctx = context or build_context(config)
@@ -171,7 +168,7 @@ class Trainer:
         self.scheduler = scheduler
         self.pad_id = self.backend._decoder.pad_id
         self.eos = sorted(self.backend._decoder.eos_ids)
-        self._masks: dict[tuple[str, ...], torch.Tensor] = {}
+        self._ref_module: PolicyValue | None = None
         n_train = sum(p.numel() for p in params)
         log.info("policy: %s, %d trainable parameters (+ value head)",
                  "LoRA" if self.cfg.lora.enabled else "full fine-tuning", n_train)
@@ -214,6 +211,10 @@ class Trainer:
         cfg.sampling.temperature = self.cfg.temperature
         cfg.sampling.top_p = self.cfg.top_p
         cfg.sampling.seed = derive_seed(self.cfg.seed, "rollout", iteration)
+        if cfg.method.name == "m-ask" and not self.cfg.rewards.final_only:
+            # the turn-level reward scores the answer of every turn (M-ASK S3.3); inference
+            # and held-out evaluation answer once, at the end
+            cfg.method.answer_every_turn = True
         ctx = Context(llms=self.ctx.llms, config=cfg, retriever=self.ctx.retriever,
                       logprobs=True)
         jobs = [(q, s) for q in self.batch_questions(iteration)
@@ -232,19 +233,8 @@ class Trainer:
         return asyncio.run(go())
 
     def _allowed(self, t: Transition) -> torch.Tensor | None:
-        if not t.allowed_text:
-            return None
-        mask = self._masks.get(t.allowed_text)
-        if mask is None:
-            from marag.llm.chat import allowed_token_ids
-
-            vocab = self.policy.causal_lm().get_output_embeddings().weight.shape[0]
-            mask = torch.zeros(vocab, dtype=torch.bool, device=self.acc.device)
-            ids = [i for i in allowed_token_ids(self.tokenizer, t.allowed_text, set(self.eos))
-                   if i < vocab]
-            mask[ids] = True
-            self._masks[t.allowed_text] = mask
-        return mask
+        """The vocabulary mask the rollout decoded with (the backend's own)."""
+        return self.backend.allowed_mask(t.allowed_text) if t.allowed_text else None
 
     def _micro(self, items: Sequence[Transition]) -> Iterator[list[Transition]]:
         step = self.cfg.micro_batch_size
@@ -274,9 +264,9 @@ class Trainer:
             with self.policy.backbone.disable_adapter():
                 yield self.policy
         else:
-            ref = PolicyValue(self.reference, hidden_size(self.reference))
-            ref.value_head = self.policy.value_head
-            yield ref
+            if self._ref_module is None:
+                self._ref_module = PolicyValue(self.reference, hidden_size(self.reference))
+            yield self._ref_module
 
     def update(self, transitions: list[Transition], iteration: int) -> dict[str, float]:
         """PPO epochs over shuffled mixed mini-batches; returns mean statistics."""
@@ -309,9 +299,8 @@ class Trainer:
                         for k, v in s.items():
                             stats[k] += v * len(chunk)
                         n_stat += len(chunk)
-                if acc.sync_gradients:
-                    norm = acc.clip_grad_norm_(self.module.parameters(), self.cfg.max_grad_norm)
-                    stats["grad_norm"] += float(norm) * max(1, len(items))
+                norm = acc.clip_grad_norm_(self.module.parameters(), self.cfg.max_grad_norm)
+                stats["grad_norm"] += float(norm) * max(1, len(items))
                 self.optimizer.step()
                 self.optimizer.zero_grad(set_to_none=True)
         self.scheduler.step()
@@ -332,22 +321,26 @@ class Trainer:
         mask = b.mask if real else torch.zeros_like(b.mask)
         # DDP averages gradients over processes: scale the global token mean back up
         denom = max(total_tokens, 1.0) / world
-        pg, pstats = core.policy_loss(logp, cols("old_logprobs"), cols("advantages"), mask,
-                                      cfg.clip, denom)
+        old, advs = cols("old_logprobs"), cols("advantages")
+        pg, pstats = core.policy_loss(logp, old, advs, mask, cfg.clip, denom)
         loss = pg
-        out = {"pg_loss": float(pg.detach()) * world, **{k: float(v) for k, v in pstats.items()}}
+        # logged: this micro-batch's plain token means (the loss terms carry the global scale)
+        with torch.no_grad():
+            logged = core.policy_loss(logp, old, advs, b.mask, cfg.clip)[0]
+        out = {"pg_loss": float(logged), **{k: float(v) for k, v in pstats.items()}}
         if cfg.estimator != "grpo" and cfg.vf_coef > 0:
-            vf, vstats = core.value_loss(values, cols("values"), cols("returns"), mask,
-                                         cfg.value_clip, denom)
+            old_v, rets = cols("values"), cols("returns")
+            vf, vstats = core.value_loss(values, old_v, rets, mask, cfg.value_clip, denom)
             loss = loss + cfg.vf_coef * vf
-            out["vf_loss"] = float(vf.detach()) * world
+            with torch.no_grad():
+                out["vf_loss"] = float(core.value_loss(values, old_v, rets, b.mask,
+                                                       cfg.value_clip)[0])
             out.update({k: float(v) for k, v in vstats.items()})
         else:
             loss = loss + 0.0 * values.sum()  # keep the value head in the graph (DDP)
         if ent is not None:
-            ent_mean = core.masked_mean(ent, mask, denom)
             if cfg.entropy_coef > 0:
-                loss = loss - cfg.entropy_coef * ent_mean
+                loss = loss - cfg.entropy_coef * core.masked_mean(ent, mask, denom)
             out["entropy"] = float(core.masked_mean(ent.detach(), b.mask))
         kl3 = core.kl_k3(logp, cols("ref_logprobs"))
         if cfg.kl_mode == "loss" and self.kl.coef > 0:
@@ -378,6 +371,7 @@ class Trainer:
     def iteration(self, it: int) -> dict[str, Any]:
         """Run iteration ``it`` (0-based) and return its metrics row."""
         times: dict[str, float] = {}
+        used = {"kl_coef": self.kl.coef, "lr": self.scheduler.get_last_lr()[0]}
         t0 = time.perf_counter()
         traces = self.rollout(it)
         times["rollout"] = time.perf_counter() - t0
@@ -414,7 +408,7 @@ class Trainer:
 
         kl_now = self._kl_now(transitions)
         self.kl.update(kl_now, self.cfg.questions_per_iteration)
-        row = self._row(it, traces, transitions, stats, times, kl_now)
+        row = self._row(it, traces, transitions, stats, times, kl_now) | used
         if self.acc.is_main_process:
             self._save_rollouts(it, traces)
         return row
@@ -457,8 +451,6 @@ class Trainer:
         for wf, c in Counter(e["workflow"] for e in everyone).items():
             row[f"workflow.{wf}"] = c / n
         row["kl"] = kl
-        row["kl_coef"] = self.kl.coef
-        row["lr"] = self.scheduler.get_last_lr()[0]
         row.update({k: round(v, 6) for k, v in stats.items()})
         row.update({f"seconds.{k}": round(v, 3) for k, v in times.items()})
         row["seconds"] = round(sum(times.values()), 3)
@@ -513,10 +505,12 @@ class Trainer:
                 if self.acc.is_main_process:
                     row.update(self.evaluate(it))
                 self.acc.wait_for_everyone()
-            if (it + 1) % self.cfg.save_every == 0 or last:
-                self.save(it)
+            # the row first: a kill before the checkpoint re-runs the iteration, and resuming
+            # drops rows past the checkpoint
             if self.logbook is not None:
                 self.logbook.write(row)
+            if (it + 1) % self.cfg.save_every == 0 or last:
+                self.save(it)
             bar.set_postfix(reward=f"{row['reward']:.3f}", f1=f"{row['f1']:.3f}")
             rows.append(row)
         if self.logbook is not None:
