@@ -171,16 +171,18 @@ def build_summary(
     return chat(_SUMMARY, _SUMMARY_IN, _SUMMARY_OUT, user)
 
 
-def parse_summary(text: str, **_: object) -> Parsed:
-    """Evidence text; "No useful information" is a valid reply with value ``""``."""
+def parse_summary(text: str, keep_no_info: bool = False, **_: object) -> Parsed:
+    """Evidence text. "No useful information" is a valid reply with value ``""``, or kept as
+    text with ``keep_no_info`` (the paper profile)."""
     if not isinstance(text, str):
         return Parsed("", False, "completion is not text")
     element = find_first(text, "evidence")
     if element is None:
         body = " ".join(text.split())
-        return Parsed("" if _is_no_info(body) else body, False, "no <evidence> tag")
+        drop = _is_no_info(body) and not keep_no_info
+        return Parsed("" if drop else body, False, "no <evidence> tag")
     body = " ".join(element.body.split())
-    if _is_no_info(body):
+    if _is_no_info(body) and not keep_no_info:
         return Parsed("")
     if not body:
         return Parsed("", False, "empty <evidence>")

@@ -14,7 +14,6 @@ from collections.abc import Sequence
 from marag.roles import mask
 from marag.roles.base import Messages, Parsed, Role
 from marag.roles.prompt import DEFAULT_DOC_WORDS, render_docs
-from marag.roles.tags import find_first
 from marag.types import Passage
 
 _SUMMARY = f"""You pull evidence out of documents. Given a search query and the documents it \
@@ -32,14 +31,7 @@ def build_summary(query: str, docs: Sequence[Passage], max_words: int = DEFAULT_
 
 def parse_summary(text: str, **_: object) -> Parsed:
     """The ``<evidence>`` body, "No useful information" included as text."""
-    if not isinstance(text, str):
-        return Parsed("", False, "completion is not text")
-    element = find_first(text, "evidence")
-    if element is None:
-        body = " ".join(text.split())
-        return Parsed(body, False, "no <evidence> tag")
-    body = " ".join(element.body.split())
-    return Parsed(body) if body else Parsed("", False, "empty <evidence>")
+    return mask.parse_summary(text, keep_no_info=True)
 
 
 ROLES: dict[str, Role] = {
