@@ -1,4 +1,4 @@
-"""The algorithms, as pure torch functions: advantages, PPO/GRPO losses, KL, entropy.
+"""The algorithms, as pure torch functions: advantages, PPO/GRPO losses, KL.
 
 No I/O and no model here. Shapes: ``B`` transitions (one trainable LLM step each) and ``T``
 response tokens, right-aligned in a ``[B, T]`` matrix with ``mask`` 1 on real tokens. A
