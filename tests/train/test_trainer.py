@@ -201,3 +201,20 @@ def test_periodic_heldout_evaluation_goes_into_the_row(tmp_path):
     assert summary.is_file()
     traces = (tmp_path / "eval" / "iter-000001" / "traces.jsonl").read_text().splitlines()
     assert len(traces) == 2  # the held-out questions, greedy, with the updated weights
+
+
+def test_kl_as_a_loss_with_an_adaptive_coefficient(tmp_path):
+    import math
+
+    tr = make(tmp_path, "train.iterations=3", "train.kl_mode=loss", "train.kl_coef=0.1",
+              "train.kl_target=0.0001", "train.kl_horizon=10", "train.entropy_coef=0.01")
+    rows = tr.run()
+    assert all(math.isfinite(r[k]) for r in rows for k in ("pg_loss", "vf_loss", "kl_k3"))
+    assert rows[0]["kl_coef"] == 0.1
+    # each row reports the coefficient it ran with; the controller then moves it by
+    # clip(kl / target - 1, -0.2, 0.2) * n / horizon, with n = 2 questions per iteration
+    for before, after in zip(rows, rows[1:]):
+        err = max(-0.2, min(0.2, before["kl"] / 0.0001 - 1.0))
+        assert after["kl_coef"] == pytest.approx(before["kl_coef"] * (1 + err * 2 / 10))
+    assert rows[0]["kl"] == 0.0  # a fresh LoRA adapter is the reference exactly
+    assert rows[1]["kl"] > 0.0001 and rows[2]["kl_coef"] > rows[1]["kl_coef"]
