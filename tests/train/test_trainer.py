@@ -204,6 +204,7 @@ def test_periodic_heldout_evaluation_goes_into_the_row(tmp_path):
 
 
 def test_kl_as_a_loss_with_an_adaptive_coefficient(tmp_path):
+    import itertools
     import math
 
     tr = make(tmp_path, "train.iterations=3", "train.kl_mode=loss", "train.kl_coef=0.1",
@@ -213,7 +214,7 @@ def test_kl_as_a_loss_with_an_adaptive_coefficient(tmp_path):
     assert rows[0]["kl_coef"] == 0.1
     # each row reports the coefficient it ran with; the controller then moves it by
     # clip(kl / target - 1, -0.2, 0.2) * n / horizon, with n = 2 questions per iteration
-    for before, after in zip(rows, rows[1:]):
+    for before, after in itertools.pairwise(rows):
         err = max(-0.2, min(0.2, before["kl"] / 0.0001 - 1.0))
         assert after["kl_coef"] == pytest.approx(before["kl_coef"] * (1 + err * 2 / 10))
     assert rows[0]["kl"] == 0.0  # a fresh LoRA adapter is the reference exactly
