@@ -421,17 +421,22 @@ async def test_mmoa_rewards_on_a_recorded_trace():
         [f1 - 0.5, None, None, None, None, f1 - 1.0, f1 - 0.5])
 
 
-async def test_mask_rewards_on_a_recorded_training_trace():
-    script = ScriptedLLM({
+def _mask_script(answers):
+    """A 3-turn M-ASK team: plan, two searches (update t1, add t2), then <end>."""
+    return {
         "mask.plan": "<q1>which fruit?</q1><a1>unknown</a1><predicted_answer>pear"
                      "</predicted_answer>",
         "mask.search": ["<search>fruit colour</search>", "<search>fruit name</search>",
                         "<end>"],
         "mask.summary": ["<evidence>it is red</evidence>", "<evidence>an apple</evidence>"],
         "mask.update": ["<Update>t1</Update>", "<Add>t2</Add>"],
-        "mask.answer": ["<predicted_answer>red banana</predicted_answer>",
-                        "<predicted_answer>red apple</predicted_answer>"],
-    })
+        "mask.answer": answers,
+    }
+
+
+async def test_mask_rewards_on_a_recorded_training_trace():
+    script = ScriptedLLM(_mask_script(["<predicted_answer>red banana</predicted_answer>",
+                                       "<predicted_answer>red apple</predicted_answer>"]))
     t = await run_method("m-ask", Question("k", "q?", ["red apple"]),
                          ctx(script, "method.answer_every_turn=true"))
     assert t.status == "ok" and t.answer == "red apple" and t.cost.turns == 3
@@ -446,15 +451,7 @@ async def test_mask_rewards_on_a_recorded_training_trace():
 
 
 async def test_mask_rewards_on_a_recorded_inference_trace():
-    script = ScriptedLLM({
-        "mask.plan": "<q1>which fruit?</q1><a1>unknown</a1><predicted_answer>pear"
-                     "</predicted_answer>",
-        "mask.search": ["<search>fruit colour</search>", "<search>fruit name</search>",
-                        "<end>"],
-        "mask.summary": ["<evidence>it is red</evidence>", "<evidence>an apple</evidence>"],
-        "mask.update": ["<Update>t1</Update>", "<Add>t2</Add>"],
-        "mask.answer": "<predicted_answer>red apple</predicted_answer>",
-    })
+    script = ScriptedLLM(_mask_script("<predicted_answer>red apple</predicted_answer>"))
     t = await run_method("m-ask", Question("k", "q?", ["red apple"]), ctx(script))
     assert [s.role for s in t.steps][-2:] == ["mask.search", "mask.answer"]
     assert step_rewards(t, RewardConfig()) == approx([

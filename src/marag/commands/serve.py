@@ -7,7 +7,7 @@ import os
 import sys
 from typing import Any
 
-from marag.commands.options import add_run_options, run_overrides
+from marag.commands.options import add_run_options, load_run_config, run_overrides
 
 HELP = "serve the web page and HTTP API: ask questions live, browse evaluation runs"
 
@@ -55,7 +55,6 @@ def run(args: argparse.Namespace) -> int:
     from pydantic import ValidationError
 
     from marag.api import build_context
-    from marag.config import load_config
     from marag.web.settings import ServeSettings
 
     try:
@@ -66,7 +65,7 @@ def run(args: argparse.Namespace) -> int:
     except (ValueError, ValidationError) as e:
         print(f"marag serve: {e}", file=sys.stderr)
         return 2
-    config = load_config(args.config, run_overrides(args) + list(args.overrides))
+    config = load_run_config(args, run_overrides(args) + list(args.overrides))
     try:
         # any method may be asked for, so the index is opened even if the default needs none
         ctx = build_context(config, with_retriever=True)

@@ -7,7 +7,7 @@ import sys
 from pathlib import Path
 from typing import Any
 
-from marag.commands.options import add_run_options, run_overrides
+from marag.commands.options import add_run_options, load_run_config, run_overrides
 
 HELP = "supervised fine-tuning of chosen roles (warm start before marag train)"
 
@@ -37,11 +37,10 @@ def run(args: argparse.Namespace) -> int:
     import asyncio
 
     from marag.api import build_context
-    from marag.config import load_config
     from marag.train import sft
     from marag.types import Trace, read_jsonl
 
-    config = load_config(args.config, run_overrides(args) + list(args.overrides))
+    config = load_run_config(args, run_overrides(args) + list(args.overrides))
     cfg = config.sft
     if args.traces:
         traces = [t for f in args.traces for t in read_jsonl(f, Trace)]

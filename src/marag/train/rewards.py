@@ -73,12 +73,7 @@ def final_f1(trace: Trace) -> float:
 def final_rewards(trace: Trace, cfg: RewardConfig) -> Rewards:
     """Outcome only: the last LLM step gets F1, every malformed LLM step ``-format_penalty``
     (the methods without a paper-specific reward: vanilla, llm-only)."""
-    f1 = final_f1(trace)
-    out = _format_only(trace.steps, cfg)
-    last = _last_llm(trace.steps)
-    if last is not None:
-        out[last] += f1  # type: ignore[operator]
-    return out
+    return _terminal(trace, cfg, final_f1(trace))
 
 
 def jade_rewards(trace: Trace, cfg: RewardConfig) -> Rewards:
@@ -92,10 +87,15 @@ def jade_rewards(trace: Trace, cfg: RewardConfig) -> Rewards:
     retrievals = sum(1 for s in trace.steps if not s.is_llm)
     r_global = (f1 - cfg.alpha * min(rounds / cfg.rounds_max, 1.0)
                 - cfg.beta * min(retrievals / cfg.retrievals_max, 1.0))
+    return _terminal(trace, cfg, r_global)
+
+
+def _terminal(trace: Trace, cfg: RewardConfig, value: float) -> Rewards:
+    """Format penalties on every malformed LLM step, plus ``value`` on the last LLM step."""
     out = _format_only(trace.steps, cfg)
     last = _last_llm(trace.steps)
     if last is not None:
-        out[last] += r_global  # type: ignore[operator]
+        out[last] += value  # type: ignore[operator]
     return out
 
 
