@@ -102,6 +102,10 @@ class MethodConfig(Section):
     # Prompt profile: "default" (marag's few-shot prompts, tuned for small models) or "paper"
     # (each method's paper's instructions and output formats; see docs/fidelity.md).
     prompts: PromptProfile = "default"
+    # Per-role prompt variants (role name -> variant name in marag.roles.variants), chosen over
+    # the profile for those roles: how a model family gets the prompts measured best for it
+    # (benchmarks/prompts.py). Empty: every role uses the profile's prompt.
+    role_prompts: dict[str, str] = Field(default_factory=dict)
     # planner methods (jade / mao-arag)
     max_rounds: int = Field(8, ge=1)
     max_subquestions: int = Field(4, ge=1)
@@ -116,6 +120,9 @@ class MethodConfig(Section):
     # Restrict DS's decoding to document ids (MMOA-RAG Eq. 5). None: on where DS runs on the
     # hf backend (the only one that can restrict decoding), off elsewhere with a trace note.
     constrained_selector: bool | None = None
+    # Restrict the planner's decoding to the tokens of plan codes and its tags (hf backend).
+    # None: on where the planner runs on the hf backend. The parser still checks each plan.
+    constrained_planner: bool | None = None
     # m-ask
     max_turns: int = Field(3, ge=1)
     answer_every_turn: bool = False
@@ -297,6 +304,8 @@ def apply_override(data: dict[str, Any], item: str) -> None:
     if parts[0] == "roles" and len(parts) > 2:
         # role names hold dots themselves (mask.search, mmoa.QR): the rest of the key is one name
         parts = ["roles", ".".join(parts[1:])]
+    elif parts[:2] == ["method", "role_prompts"] and len(parts) > 3:
+        parts = ["method", "role_prompts", ".".join(parts[2:])]
     node = data
     for part in parts[:-1]:
         nxt = node.setdefault(part, {})

@@ -35,10 +35,10 @@ def load_run_config(args: argparse.Namespace, overrides: list[str]) -> Config:
     """The config of a run command. Role names under ``roles:`` are checked here too, so a
     misspelt one fails before a run directory, a model or an index is touched."""
     from marag.config import load_config
-    from marag.roles.registry import check_role_map
+    from marag.roles.registry import check_roles
 
     config = load_config(args.config, overrides)
-    check_role_map(config.roles)
+    check_roles(config)
     return config
 
 

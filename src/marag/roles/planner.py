@@ -134,6 +134,18 @@ def is_solving(codes: Sequence[str]) -> bool:
     return not check(codes, allow_decompose=False)
 
 
+def allowed_text(allow_decompose: bool = True, pairs: Sequence[Sequence[str]] | None = None,
+                 **_: object) -> tuple[str, ...]:
+    """What a restricting backend lets the planner write: its tags, the codes this call may
+    use (each also space-prefixed, as BPE vocabularies merge " R"), commas and spaces. The
+    order and repetition rules are still the parser's to check."""
+    if pairs is not None:
+        codes: tuple[str, ...] = ("AS",)
+    else:
+        codes = SOLVING_CODES + (DECOMPOSE_CODES if allow_decompose else ())
+    return ("<workflow>", "</workflow>", ",", " ", *codes, *(" " + c for c in codes))
+
+
 ROLE = Role(
     name="planner",
     build=build,
@@ -141,4 +153,5 @@ ROLE = Role(
     max_tokens=24,
     stop=("</workflow>",),
     parse_context=parse_context,
+    allowed_text=allowed_text,
 )

@@ -6,7 +6,7 @@ from __future__ import annotations
 import difflib
 from collections.abc import Mapping
 
-from marag.config import ConfigError
+from marag.config import Config, ConfigError
 from marag.roles import (
     answer,
     decompose,
@@ -56,8 +56,14 @@ PROFILES: dict[str, dict[str, dict[str, Role]]] = {
 }
 
 
-def role_for(name: str, profile: str = "default", method: str | None = None) -> Role:
-    """The role ``name`` as prompt profile ``profile`` writes it for ``method``."""
+def role_for(name: str, profile: str = "default", method: str | None = None,
+             variants: Mapping[str, str] | None = None) -> Role:
+    """The role ``name`` as prompt profile ``profile`` writes it for ``method``, or the named
+    variant ``variants[name]`` (``method.role_prompts``) when one is chosen for it."""
+    if variants and name in variants:
+        from marag.roles.variants import get_variant
+
+        return get_variant(name, variants[name])
     try:
         overrides = PROFILES[profile]
     except KeyError:
@@ -73,6 +79,14 @@ def get_role(name: str) -> Role:
     except KeyError:
         known = ", ".join(ROLES)
         raise KeyError(f"unknown role {name!r}; known roles: {known}") from None
+
+
+def check_roles(config: Config) -> None:
+    """The role names a config uses: the ``roles:`` map and ``method.role_prompts``."""
+    from marag.roles.variants import check_role_prompts
+
+    check_role_map(config.roles)
+    check_role_prompts(config.method.role_prompts)
 
 
 def check_role_map(roles: Mapping[str, str]) -> None:

@@ -83,9 +83,9 @@ class Context:
     _prices: dict[str, Price | None] = field(default_factory=dict, repr=False)
 
     def __post_init__(self) -> None:
-        from marag.roles.registry import check_role_map
+        from marag.roles.registry import check_roles
 
-        check_role_map(self.config.roles)
+        check_roles(self.config)
 
     def route(self, role_name: str, method: str | None = None) -> Route:
         """Where ``role_name``'s calls go for ``method`` (default: ``config.method.name``)."""
@@ -109,7 +109,8 @@ class Context:
     def _resolve(self, role_name: str, method: str) -> Route:
         from marag.roles import role_for
 
-        role = role_for(role_name, self.config.method.prompts, method)
+        role = role_for(role_name, self.config.method.prompts, method,
+                        self.config.method.role_prompts)
         backend = self.config.backend_for(role_name)
         llm = self.llms.get(backend)
         if llm is None:
@@ -139,6 +140,10 @@ class Context:
                 self.retriever.close()
             except Exception as e:  # noqa: BLE001 - as above
                 log.warning("closing retriever failed: %s", e)
+
+
+# Backends that can restrict decoding to a role's allowed text (a vocabulary mask).
+RESTRICTING_BACKENDS = frozenset({"hf"})
 
 
 class Run:
@@ -224,6 +229,28 @@ class Run:
     def merge(self, branches: Sequence[Run]) -> None:
         for b in branches:
             self.steps.extend(b.steps)
+
+    def restricts(self, role_name: str, key: str, what: str) -> bool:
+        """Whether ``role_name`` decodes restricted to its allowed text (``what``) in this run:
+        the option ``method.<key>``, or when None, whether the role's backend can restrict. A backend that
+        cannot gets a trace note instead (it would ignore the restriction, and the step's
+        sampling record would claim one that was never applied)."""
+        cfg = self.config
+        if self.ctx.route(role_name, self.trace.method).role.allowed_text is None:
+            return False  # this role's prompt (e.g. a paper profile's) defines no restriction
+        wanted = getattr(cfg.method, key)
+        backend = cfg.llms[cfg.backend_for(role_name)].backend
+        able = backend in RESTRICTING_BACKENDS or backend == "scripted"
+        if wanted is None:
+            if backend not in RESTRICTING_BACKENDS and backend != "scripted":
+                self.note(f"{role_name} decodes freely: the {backend} backend cannot restrict "
+                          f"decoding to {what}; the parser still checks the output")
+            return backend in RESTRICTING_BACKENDS
+        if wanted and not able:
+            self.note(f"method.{key} is on but the {backend} backend cannot restrict "
+                      f"decoding; {role_name} decodes freely")
+            return False
+        return wanted
 
     # ------------------------------------------------------------------ actions
 

@@ -155,7 +155,8 @@ async def _plan_and_run(run: Run, node: Node, rewrite_first_serial: bool = True
         if rewrite_first_serial or not first:
             await _self_contain(run, node)
     allow = node.depth < cfg.max_depth
-    plan, _ = await run.call("planner", node.id, question=node.question, allow_decompose=allow)
+    plan, _ = await run.call("planner", node.id, question=node.question, allow_decompose=allow,
+                             constrained=_restrict_planner(run))
     workflow = list(plan.value) if plan.valid else list(cfg.fallback)
     if not plan.valid:
         run.note(f"node {node.id}: invalid plan ({plan.reason}); fallback {','.join(workflow)}")
@@ -219,7 +220,8 @@ async def _summarise(run: Run, node: Node, ask_planner: bool) -> None:
     nodes = run.trace.nodes
     pairs = [(nodes[c].question, nodes[c].answer or "") for c in node.children]
     if ask_planner:
-        plan, _ = await run.call("planner", node.id, question=node.question, pairs=pairs)
+        plan, _ = await run.call("planner", node.id, question=node.question, pairs=pairs,
+                                 constrained=_restrict_planner(run))
         if not plan.valid:
             run.note(f"node {node.id}: planner wrote {plan.value} at its AS turn "
                      f"({plan.reason}); AS runs")
@@ -238,3 +240,7 @@ async def _budget_answer(run: Run, root: Node, why: str) -> None:
         p, _ = await run.call("AG", root.id, question=root.question, docs=None)
         run.note(f"budget: {why}; root answered by AG without documents")
     run.answer(root, p.value)
+
+
+def _restrict_planner(run: Run) -> bool:
+    return run.restricts("planner", "constrained_planner", "plan codes")

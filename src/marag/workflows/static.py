@@ -29,30 +29,9 @@ async def vanilla(run: Run) -> None:
     run.answer(root, p.value)
 
 
-# Backends that can restrict decoding to a role's allowed text (MMOA-RAG Eq. 5).
-RESTRICTING_BACKENDS = frozenset({"hf"})
-
-
 def restrict_selector(run: Run) -> bool:
-    """Whether DS decodes under MMOA-RAG's restricted vocabulary (Eq. 5) in this run:
-    ``method.constrained_selector``, or when unset, whether DS's backend can restrict. A
-    backend that cannot gets a trace note instead (it would ignore the restriction)."""
-    cfg = run.config
-    backend = cfg.llms[cfg.backend_for("DS")].backend
-    wanted = cfg.method.constrained_selector
-    able = backend in RESTRICTING_BACKENDS or backend == "scripted"
-    if wanted is None:
-        wanted = backend in RESTRICTING_BACKENDS
-        if not wanted and backend != "scripted":
-            run.note(f"DS decodes freely: the {backend} backend cannot restrict decoding to "
-                     "document ids (MMOA-RAG Eq. 5); the parser still checks the ids")
-        return wanted
-    if wanted and not able:
-        # not passed on: the step's sampling record would claim a restriction never applied
-        run.note(f"method.constrained_selector is on but the {backend} backend cannot "
-                 "restrict decoding; DS decodes freely")
-        return False
-    return wanted
+    """Whether DS decodes under MMOA-RAG's restricted vocabulary (Eq. 5) in this run."""
+    return run.restricts("DS", "constrained_selector", "document ids (MMOA-RAG Eq. 5)")
 
 
 def split_candidates(total: int, n: int) -> list[int]:

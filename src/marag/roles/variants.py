@@ -1,0 +1,161 @@
+"""Named prompt variants per role, for choosing prompts by measurement.
+
+``method.role_prompts: {ROLE: VARIANT}`` runs ROLE with a variant below instead of the
+profile's prompt; ``benchmarks/prompts.py`` scores variants on a development split and the
+results tables in ``docs/results/prompts/`` say which one each role ships with. A variant is
+an ordinary :class:`~marag.roles.base.Role` with the role's name and parser, so traces,
+format validity and training treat it exactly like the default.
+
+The AG variants are a small grid over the choices that matter to a small model: whether the
+worked example is shown, how documents are written and cut, where they sit in the
+conversation, and whether the best document comes first or last (next to the question).
+"""
+
+from __future__ import annotations
+
+import difflib
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass, replace
+
+from marag.config import ConfigError
+from marag.roles import answer, planner
+from marag.roles.base import Messages, Role
+from marag.roles.prompt import clip_words, rewrite_line
+from marag.types import Passage
+
+
+@dataclass(frozen=True, slots=True)
+class AnswerPrompt:
+    """One way of writing AG's prompt with documents (without documents AG is unchanged)."""
+
+    example: bool = True  # the worked exchange before the real question
+    doc_words: int = 100  # passages cut to this many words (0: whole)
+    doc_style: str = "numbered"  # "numbered": Document0: (title) text; "titled": Doc 1 (Title: t) text
+    docs_in_system: bool = False  # documents in the system message (FlashRAG's layout)
+    best_last: bool = False  # the best-ranked document last, right before the question
+    ask: str = answer._ASK  # the line after the question
+
+    def docs(self, docs: Sequence[Passage]) -> str:
+        order = list(reversed(docs)) if self.best_last else list(docs)
+        ranks = list(range(len(docs)))[::-1] if self.best_last else list(range(len(docs)))
+        lines = []
+        for rank, d in zip(ranks, order, strict=True):
+            text = clip_words(d.text, self.doc_words)
+            if self.doc_style == "titled":
+                lines.append(f"Doc {rank + 1} (Title: {d.title}) {text}")
+            else:
+                lines.append(f"Document{rank}: ({d.title}) {text}")
+        return "\n".join(lines)
+
+    def build(self, question: str, docs: Sequence[Passage] | None = None,
+              max_words: int | None = None, rewrite: str | None = None) -> Messages:
+        del max_words  # the variant's own doc_words decides
+        if not docs:
+            return answer.build_ag(question, None, rewrite=rewrite)
+        q = question.strip() + rewrite_line(rewrite)
+        rendered = self.docs(docs)
+        if self.docs_in_system:
+            system = f"{answer._AG_DOCS}\nDocuments:\n{rendered}"
+            user = f"Question: {q}\n{self.ask}"
+        else:
+            system = answer._AG_DOCS
+            user = f"{rendered}\nQuestion: {q}\n{self.ask}"
+        messages = [{"role": "system", "content": system}]
+        if self.example:
+            messages += [{"role": "user", "content": answer._AG_EX_DOCS},
+                         {"role": "assistant", "content": "<answer>Mount Everest</answer>"}]
+        return [*messages, {"role": "user", "content": user}]
+
+
+def _ag(spec: AnswerPrompt) -> Role:
+    return replace(answer.AG, build=spec.build)
+
+
+_PLANS = ("AG", "R, AG", "QR, R, AG", "R, DS, AG", "QR, R, DS, AG")
+
+_MENU = f"""You choose how to answer a question. The plans you can choose:
+{chr(10).join(f"<workflow>{p}</workflow>" for p in _PLANS)}
+<workflow>QDS</workflow> (the question needs one fact to find the next)
+<workflow>QDP</workflow> (the question compares or joins independent facts)
+QR rewrites the question as a search query, R retrieves documents, DS keeps the useful ones, \
+AG writes the answer, QDS and QDP split the question into sub-questions.
+Reply with one plan, exactly as written above."""
+
+_MENU_NO_SPLIT = f"""You choose how to answer a question. The plans you can choose:
+{chr(10).join(f"<workflow>{p}</workflow>" for p in _PLANS)}
+QR rewrites the question as a search query, R retrieves documents, DS keeps the useful ones, \
+AG writes the answer.
+Reply with one plan, exactly as written above."""
+
+
+def _planner_menu(example: bool) -> Role:
+    def build(question: str, allow_decompose: bool = True,
+              pairs: Sequence[Sequence[str]] | None = None) -> Messages:
+        if pairs is not None:
+            return planner.build(question, allow_decompose, pairs)
+        system = _MENU if allow_decompose else _MENU_NO_SPLIT
+        messages = [{"role": "system", "content": system}]
+        if example:
+            messages += [{"role": "user", "content": planner._EXAMPLE_IN},
+                         {"role": "assistant", "content": planner._EXAMPLE_OUT}]
+        return [*messages, {"role": "user", "content": f"Question: {question.strip()}\nPlan:"}]
+
+    return replace(planner.ROLE, build=build)
+
+
+def _planner_two_examples() -> Role:
+    """Two worked exchanges: a one-fact question retrieved, a two-fact one split."""
+    def build(question: str, allow_decompose: bool = True,
+              pairs: Sequence[Sequence[str]] | None = None) -> Messages:
+        if pairs is not None or not allow_decompose:
+            return planner.build(question, allow_decompose, pairs)
+        return [
+            {"role": "system", "content": planner._SYSTEM},
+            {"role": "user", "content": planner._EXAMPLE_IN},
+            {"role": "assistant", "content": planner._EXAMPLE_OUT},
+            {"role": "user", "content": "Question: Who is older, the author of Dracula or the "
+                                        "author of Frankenstein?\nPlan:"},
+            {"role": "assistant", "content": "<workflow>QDP</workflow>"},
+            {"role": "user", "content": f"Question: {question.strip()}\nPlan:"},
+        ]
+
+    return replace(planner.ROLE, build=build)
+
+
+VARIANTS: dict[str, dict[str, Role]] = {
+    "AG": {
+        "fewshot": _ag(AnswerPrompt()),
+        "zeroshot": _ag(AnswerPrompt(example=False)),
+        "zeroshot-60w": _ag(AnswerPrompt(example=False, doc_words=60)),
+        "zeroshot-whole": _ag(AnswerPrompt(example=False, doc_words=0)),
+        "zeroshot-best-last": _ag(AnswerPrompt(example=False, best_last=True)),
+        "zeroshot-system-docs": _ag(AnswerPrompt(example=False, docs_in_system=True,
+                                                 doc_style="titled")),
+        "fewshot-best-last": _ag(AnswerPrompt(best_last=True)),
+    },
+    "planner": {
+        "menu": _planner_menu(example=True),
+        "menu-zeroshot": _planner_menu(example=False),
+        "two-examples": _planner_two_examples(),
+    },
+}
+
+
+def get_variant(role: str, name: str) -> Role:
+    try:
+        return VARIANTS[role][name]
+    except KeyError:
+        pass
+    known = sorted(VARIANTS.get(role, {}))
+    if not known:
+        raise ConfigError(f"method.role_prompts.{role}: role {role!r} has no prompt variants; "
+                          f"roles with variants: {', '.join(sorted(VARIANTS))}")
+    close = difflib.get_close_matches(name, known, n=1)
+    hint = f" (did you mean '{close[0]}'?)" if close else ""
+    raise ConfigError(f"method.role_prompts.{role}: unknown variant {name!r}{hint}; "
+                      f"known: {', '.join(known)}")
+
+
+def check_role_prompts(role_prompts: Mapping[str, str]) -> None:
+    for role, name in role_prompts.items():
+        get_variant(role, name)
