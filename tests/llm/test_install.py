@@ -214,7 +214,7 @@ def test_models_list_and_install_commands(fake, capsys):
     assert cli.main(["models", "--cache-dir", str(cache), "list"]) == 0
     out = capsys.readouterr().out
     block = out[out.index(f"{NAME}  [opt-in]"):]
-    assert block.splitlines()[0] == f"{NAME}  [opt-in] not installed  {entry.size / 1e6:.1f} MB"
+    assert block.splitlines()[0] == f"{NAME}  [opt-in] not installed  {entry.size / 1e6:.1f} MB GGUF"
     assert "licence: test licence note (unknown uploader)" in block
     assert f"sha256: {entry.sha256}" in block
     assert f"install: marag models install {NAME}" in block

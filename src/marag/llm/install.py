@@ -269,7 +269,7 @@ def model_rows(cache_dir: str | os.PathLike[str] | None = None) -> list[ModelRow
 def format_rows(rows: list[ModelRow]) -> str:
     lines = []
     for r in rows:
-        size = f"  {r.size / 1e6:.1f} MB" if r.size else ""
+        size = f"  {r.size / 1e6:.1f} MB GGUF" if r.size else ""
         lines.append(f"{r.name}  [{r.kind}] {r.status}{size}")
         lines += [f"    {note}" for note in r.notes]
     return "\n".join(lines)
