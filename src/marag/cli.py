@@ -23,6 +23,7 @@ COMMAND_MODULES = [
     "report",
     "train",
     "sft",
+    "models",
 ]
 
 

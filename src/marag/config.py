@@ -51,7 +51,7 @@ class Price(Section):
 class LLMConfig(Section):
     backend: Literal["hf", "openai", "llamacpp", "scripted"] = "hf"
     # HF id, local folder, GGUF file, a server-side model name, or an embedded name
-    # ("smollm2", "gemma3-270m").
+    # ("smollm2", "gemma3-270m"), or an installed opt-in name ("qwen2.5-coder-0.5b").
     model: str = "smollm2"
     base_url: str | None = None
     api_key_env: str = "OPENAI_API_KEY"

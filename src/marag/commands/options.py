@@ -33,12 +33,18 @@ def add_run_options(p: Any, *, index_help: str) -> None:
 
 def load_run_config(args: argparse.Namespace, overrides: list[str]) -> Config:
     """The config of a run command. Role names under ``roles:`` are checked here too, so a
-    misspelt one fails before a run directory, a model or an index is touched."""
-    from marag.config import load_config
+    misspelt one fails before a run directory, a model or an index is touched; so is an
+    opt-in model that has not been installed."""
+    from marag.config import ConfigError, load_config
+    from marag.llm.embedded import opt_in_problem
     from marag.roles.registry import check_roles
 
     config = load_config(args.config, overrides)
     check_roles(config)
+    for name, llm in config.llms.items():
+        problem = opt_in_problem(llm.model, llm.backend, llm.cache_dir)
+        if problem:
+            raise ConfigError(f"llms.{name}.model: {problem}")
     return config
 
 

@@ -23,15 +23,16 @@ log = logging.getLogger(__name__)
 
 
 def gguf_path(model: str, cache_dir: str | os.PathLike[str] | None = None) -> Path:
-    """The GGUF file for an embedded name (``smollm2``) or a ``.gguf`` path."""
-    from marag.llm.embedded import EMBEDDED, embedded_gguf
+    """The GGUF file for an embedded name (``smollm2``), an installed opt-in model name or a
+    ``.gguf`` path."""
+    from marag.llm.embedded import EMBEDDED, OPT_IN, embedded_gguf
 
-    if model in EMBEDDED:
+    if model in EMBEDDED or model in OPT_IN:
         return embedded_gguf(model, cache_dir)
     path = Path(model).expanduser()
     if path.suffix != ".gguf":
         raise LLMError(f"the llamacpp backend needs a .gguf file or an embedded name "
-                       f"({sorted(EMBEDDED)}), got {model!r}")
+                       f"({sorted(EMBEDDED) + sorted(OPT_IN)}), got {model!r}")
     if not path.is_file():
         raise LLMError(f"GGUF file not found: {path}")
     return path
