@@ -107,6 +107,9 @@ class MethodConfig(Section):
     max_subquestions: int = Field(4, ge=1)
     max_depth: int = Field(1, ge=0)
     fallback: list[RoleCode] = Field(default_factory=lambda: ["R", "AG"])
+    # solving codes never executed even when a plan names them (an ablation: JADE Table 3's
+    # "w/o DS" team is skip_codes: [DS]); the planner's instructions are unchanged
+    skip_codes: list[Literal["QR", "DS"]] = Field(default_factory=list)
     top_k: int = Field(5, ge=1)
     # "decomposed": AS answers decomposed nodes only (the papers' case studies); "always":
     # the final answer always comes from AS (JADE Algorithm 1 line 32)

@@ -82,6 +82,11 @@ def trained_roles(config: Config) -> list[str]:
     unknown = [r for r in roles if r not in ROLES]
     if unknown:
         raise ConfigError(f"train.roles: unknown role(s) {unknown}; known: {sorted(ROLES)}")
+    runs = METHOD_ROLES[config.method.name]
+    idle = [r for r in roles if r not in runs]
+    if idle:
+        raise ConfigError(f"train.roles: {idle} never run in method {config.method.name} "
+                          f"(its roles: {list(runs)})")
     return roles
 
 
@@ -137,7 +142,9 @@ class Trainer:
                              "they must share one backbone (one llms entry)")
         name = backends.pop()
         backend = self.ctx.llms[name]
+        skipped = self.config.method.skip_codes  # never run, so never changed
         frozen = [r for r in METHOD_ROLES[self.config.method.name] if r not in self.roles
+                  and r not in skipped
                   and self.ctx.llms.get(self.config.backend_for(r)) is backend]
         if frozen:
             raise TrainError(
