@@ -104,9 +104,9 @@ def test_bad_adapter_requests_are_clear(lora_server, tmp_path):
 def test_lora_endpoints_are_off_unless_allowed(tiny, serve_app, tmp_path):
     model, tok = tiny
     backend = HFBackend("tiny", model=model, tokenizer=tok, batch_wait_ms=0)
-    with serve_app(create_app(backend, ["tiny"])) as url:
-        with pytest.raises(LLMError, match="VLLM_ALLOW_RUNTIME_LORA_UPDATING"):
-            load_lora_adapter(url + "/v1", "policy", str(tmp_path))
+    with serve_app(create_app(backend, ["tiny"])) as url, pytest.raises(
+            LLMError, match="VLLM_ALLOW_RUNTIME_LORA_UPDATING"):
+        load_lora_adapter(url + "/v1", "policy", str(tmp_path))
 
 
 def test_return_token_ids_gives_prompt_and_completion_ids(lora_server):

@@ -153,3 +153,26 @@ def test_server_rollout_setups_that_cannot_work_are_refused(tmp_path):
         make(tmp_path / "c", url, "train.policy_llm=nope")
     with pytest.raises(TrainError, match="sync: .*load_lora_adapter.*Connect"):
         make(tmp_path / "d", url)  # a good setup, but no server: said before any rollout
+
+
+def test_sharded_training_is_refused_with_the_reason():
+    from types import SimpleNamespace
+
+    from marag.train.trainer import _sharded, refuse_sharding
+
+    def acc(kind, stage=None):
+        plugin = SimpleNamespace(zero_stage=stage) if stage else None
+        return SimpleNamespace(state=SimpleNamespace(distributed_type=kind,
+                                                     deepspeed_plugin=plugin))
+
+    assert _sharded(acc("DistributedType.MULTI_GPU")) == ""
+    assert _sharded(acc("DistributedType.FSDP")) == "FSDP"
+    assert _sharded(acc("DistributedType.DEEPSPEED", 3)) == "DeepSpeed ZeRO-3"
+    refuse_sharding("", "local")
+    with pytest.raises(TrainError, match="rollouts decode with that very module"):
+        refuse_sharding("FSDP", "local")
+    with pytest.raises(TrainError, match="unwrapped module"):
+        refuse_sharding("DeepSpeed ZeRO-2", "server")
+    cfg = load_config(None, ["method.name=llm-only"])
+    with pytest.raises(TrainError, match="FSDP"):
+        Trainer(cfg, "unused", questions=QUESTIONS, accelerator=acc("DistributedType.FSDP"))

@@ -100,6 +100,7 @@ class Trainer:
         self.cfg = config.train
         self.out = Path(out)
         self.acc = accelerator or Accelerator(cpu=not torch.cuda.is_available())
+        refuse_sharding(_sharded(self.acc), self.cfg.rollout)
         self.roles = trained_roles(config)
         if not questions:
             raise TrainError("no training questions")
@@ -113,13 +114,6 @@ class Trainer:
         self.backend = self._policy_backend()
         self.tokenizer = self.backend.tokenizer
         self._build_policy()
-        self.sharded = _sharded(self.acc)
-        if self.sharded and self.server is None:
-            raise TrainError(
-                f"accelerate runs {self.sharded}, which shards the policy's parameters, while "
-                "rollouts decode with that very module (train.rollout: local). Use "
-                "train.rollout: server (rollouts from a vLLM server that reloads the LoRA "
-                "adapter after each update) or plain DDP")
         self.kl = core.AdaptiveKL(self.cfg.kl_coef, self.cfg.kl_target, self.cfg.kl_horizon)
         self.start = 0  # iterations already done
         self.logbook: Logbook | None = None
@@ -699,6 +693,25 @@ class Trainer:
 @contextmanager
 def _null() -> Iterator[None]:
     yield
+
+
+def refuse_sharding(mode: str, rollout: str) -> None:
+    """FSDP and DeepSpeed ZeRO shard parameters (ZeRO-1/2: optimiser state and gradients);
+    the trainer reads the unwrapped module's full parameters in several places, so it runs
+    under plain DDP only, and says why for the mode asked for."""
+    if not mode:
+        return
+    if rollout == "local":
+        raise TrainError(
+            f"accelerate runs {mode}, which shards the policy, while rollouts decode with that "
+            "very module (train.rollout: local). Launch with DDP (configs/accelerate/ddp-*.yaml)"
+            "; with rollouts from a server (train.rollout: server) the decoding reason goes "
+            "away, but sharded training is not built yet either")
+    raise TrainError(
+        f"accelerate runs {mode}: with train.rollout: server the rollouts no longer need the "
+        "full module, but the trainer's logprob scoring, adapter sync and checkpoints still "
+        "read the unwrapped module's parameters, which a sharded setup does not hold. Launch "
+        "with DDP (configs/accelerate/ddp-*.yaml); LoRA keeps every rank's copy small")
 
 
 def _sharded(acc: Any) -> str:
