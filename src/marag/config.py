@@ -111,6 +111,9 @@ class MethodConfig(Section):
     max_subquestions: int = Field(4, ge=1)
     max_depth: int = Field(1, ge=0)
     fallback: list[RoleCode] = Field(default_factory=lambda: ["R", "AG"])
+    # solving codes never executed even when a plan names them (an ablation: JADE Table 3's
+    # "w/o DS" team is skip_codes: [DS]); the planner's instructions are unchanged
+    skip_codes: list[Literal["QR", "DS"]] = Field(default_factory=list)
     top_k: int = Field(5, ge=1)
     # "decomposed": AS answers decomposed nodes only (the papers' case studies); "always":
     # the final answer always comes from AS (JADE Algorithm 1 line 32)
@@ -195,6 +198,17 @@ class TrainConfig(Section):
     temperature: float = Field(1.0, gt=0)
     top_p: float = Field(1.0, gt=0, le=1)
     concurrency: int = Field(8, ge=1)  # questions in flight during a rollout (per process)
+    # where the trained roles decode their rollouts: "local" (the policy module itself,
+    # through the hf backend) or "server" (an OpenAI-compatible server, e.g. vLLM: the
+    # trained roles' llms entry is backend openai with token_ids true and names the LoRA as
+    # its model; after every update the trainer saves the adapter and has the server reload
+    # it under that name). The policy module for logprobs and updates is then llms.<policy_llm>
+    rollout: Literal["local", "server"] = "local"
+    policy_llm: str | None = None  # rollout: server: the hf llms entry the trainer updates
+    sync_dir: str | None = None  # rollout: server: adapter folders for the server (OUT/sync)
+    # fail when the rollout logprobs differ from the trainer's own on the same tokens by more
+    # than this per token on average (a server that did not load the adapter); None: record
+    max_logprob_gap: float | None = Field(None, gt=0)
     save_rollouts: bool = True  # each iteration's traces to rollouts/iter-N.jsonl
     estimator: Literal["gae", "per-step", "grpo"] = "gae"
     gamma: float = Field(1.0, ge=0, le=1)

@@ -137,3 +137,17 @@ def test_next_ready_waits_for_serial_siblings_and_batches_parallel_ones():
     assert [n.id for n in next_ready(par)] == [1, 2]
     par[1].solved = par[2].solved = True
     assert [n.id for n in next_ready(par)] == [0]
+
+
+async def test_skipped_codes_never_run(hotpot_retriever, ctx_for):
+    llm = ScriptedLLM({
+        "planner": "<workflow>R, DS, AG</workflow>",
+        "DS": "<id>0</id>",
+        "AG": "<answer>Arthur's Magazine</answer>",
+    })
+    t = await run_method("jade", Q, ctx_for(llm, hotpot_retriever, "method.skip_codes=[DS]"))
+    roles = [s.role for s in t.steps]
+    assert roles == ["planner", "R", "AG"] and t.nodes[0].workflow == ["R", "DS", "AG"]
+    assert any("DS skipped (method.skip_codes)" in n for n in t.notes)
+    with_ds = await run_method("jade", Q, ctx_for(llm, hotpot_retriever))
+    assert [s.role for s in with_ds.steps] == ["planner", "R", "DS", "AG"]

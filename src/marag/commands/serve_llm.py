@@ -37,6 +37,10 @@ def register(subparsers: argparse._SubParsersAction) -> None:
     p.add_argument("--dtype", default="float32", choices=["float32", "bfloat16", "float16", "auto"])
     p.add_argument("--bf16-autocast", action="store_true", help="bfloat16 autocast on CPU")
     p.add_argument("--threads", type=int, default=None, help="torch CPU threads")
+    p.add_argument("--allow-lora-updates", action="store_true",
+                   help="accept POST /v1/load_lora_adapter and /v1/unload_lora_adapter (vLLM's "
+                        "API): a peft adapter folder is served under its lora_name; trusted "
+                        "clients only, as they name local folders to read")
     p.add_argument("--cache-dir", default=None,
                    help="where converted GGUF models are cached (default $MARAG_CACHE or ~/.cache/marag)")
     p.set_defaults(func=run)
@@ -68,6 +72,10 @@ def run(args: argparse.Namespace) -> int:
     names = args.served_model_name or [args.model]
     print(f"serving {args.model} as {', '.join(names)} on http://{args.host}:{args.port}/v1 "
           "(POST /v1/chat/completions, POST /v1/completions, GET /v1/models)", file=sys.stderr)
-    app = create_app(backend, names, default_max_tokens=args.default_max_tokens)
+    if args.allow_lora_updates:
+        print("LoRA updates on: POST /v1/load_lora_adapter, POST /v1/unload_lora_adapter",
+              file=sys.stderr)
+    app = create_app(backend, names, default_max_tokens=args.default_max_tokens,
+                     allow_lora_updates=args.allow_lora_updates)
     uvicorn.run(app, host=args.host, port=args.port, log_level="warning")
     return 0

@@ -161,9 +161,25 @@ class HFBackend:
         adapter): cached prefix KV was computed with the old weights and is dropped. Call it
         while no generation is running. Returns the new weights version."""
         with self._lock:
-            self.weights_version += 1
-            if self._decoder.prefix_cache is not None:
-                self._decoder.prefix_cache.clear()
+            return self._new_weights()
+
+    def load_weights(self, state: Any) -> int:
+        """Copy ``state`` (a state dict of ``.module``'s shape) into ``.module`` in place and
+        drop the prefix KV, both between two decoding runs: no request sees half-copied
+        weights or KV of the old ones. Returns the new weights version."""
+        import torch
+
+        with self._lock, torch.no_grad():
+            missing, unexpected = self.module.load_state_dict(state, strict=False)
+            if missing or unexpected:
+                raise LLMError(f"hf backend {self.model}: new weights do not fit the model "
+                               f"(missing {missing[:3]}, unexpected {unexpected[:3]})")
+            return self._new_weights()
+
+    def _new_weights(self) -> int:
+        self.weights_version += 1
+        if self._decoder.prefix_cache is not None:
+            self._decoder.prefix_cache.clear()
         return self.weights_version
 
     # ------------------------------------------------------------------ batching

@@ -10,8 +10,10 @@ server that accepts the connection and never answers cannot hang a run.
 Token ids: with ``token_ids=True`` a logprobs request also asks for vLLM's
 ``return_tokens_as_token_ids`` (``marag serve-llm`` honours it too), whose logprob entries
 name tokens as ``token_id:<id>``; the completion then carries the sampled token ids, which a
-trainer needs to score exactly what was generated. Off by default: OpenAI's own API rejects
-the unknown field.
+trainer needs to score exactly what was generated. It also asks for ``return_token_ids``
+(vLLM >= 0.10.2, and ``marag serve-llm``): the server then sends the prompt's token ids, so a
+trainer can check that its own rendering of the conversation is what the server decoded
+from. Off by default: OpenAI's own API rejects the unknown fields.
 """
 
 from __future__ import annotations
@@ -98,6 +100,7 @@ class OpenAIBackend:
             body["logprobs"] = True
             if self.token_ids:
                 body["return_tokens_as_token_ids"] = True
+                body["return_token_ids"] = True
         return body
 
     async def generate(self, batch: list[Messages], params: SamplingParams) -> list[Completion]:
@@ -168,11 +171,16 @@ class OpenAIBackend:
             logprobs = [float(t["logprob"]) for t in entries]
             if self.token_ids:
                 token_ids = _token_ids([t.get("token") for t in entries])
+        prompt_ids = None
+        if self.token_ids:
+            # vLLM puts them on the response (chat) or on the choice (completions)
+            prompt_ids = _int_list(data.get("prompt_token_ids", choice.get("prompt_token_ids")))
         return Completion(
             text=text,
             finish_reason=choice.get("finish_reason") or "stop",
             prompt_tokens=int(usage.get("prompt_tokens") or 0),
             completion_tokens=int(usage.get("completion_tokens") or 0),
+            prompt_token_ids=prompt_ids,
             logprobs=logprobs,
             token_ids=token_ids,
             model=str(data.get("model") or self.model),
@@ -199,6 +207,12 @@ def _token_ids(tokens: list[Any]) -> list[int] | None:
         except ValueError:
             return None
     return ids
+
+
+def _int_list(value: Any) -> list[int] | None:
+    if isinstance(value, list) and all(isinstance(v, int) for v in value):
+        return list(value)
+    return None
 
 
 def _server_message(resp: httpx.Response) -> str:

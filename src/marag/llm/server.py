@@ -6,6 +6,13 @@ streaming in OpenAI's chunk format, usage in a last chunk when
 ``stream_options.include_usage``), ``GET /v1/models``, ``GET /v1/models/{id}`` and
 ``GET /health``. The model answers to every ``served_names`` alias.
 
+With ``allow_lora_updates`` (``marag serve-llm --allow-lora-updates``, vLLM's
+``VLLM_ALLOW_RUNTIME_LORA_UPDATING``) it also takes vLLM's ``POST /v1/load_lora_adapter``
+(``{"lora_name", "lora_path", "load_inplace"}``) and ``POST /v1/unload_lora_adapter``
+(``{"lora_name"}``): a loaded peft adapter folder is served under its ``lora_name`` as one
+more model (``marag.llm.adapters``); a trainer reloads it in place after every update.
+Requests that set ``return_token_ids`` get vLLM's ``prompt_token_ids`` and ``token_ids``.
+
 A request whose client disconnects is cancelled: its row leaves the decode batch at the next
 step, streamed or not. Every error is OpenAI's ``{"error": {"message", "type", "param",
 "code"}}``, unknown paths included. What the backend cannot do is a 400 naming the option
@@ -26,7 +33,7 @@ from typing import TYPE_CHECKING, Any
 
 from fastapi import FastAPI, Request
 from fastapi.exceptions import RequestValidationError
-from fastapi.responses import JSONResponse, StreamingResponse
+from fastapi.responses import JSONResponse, PlainTextResponse, StreamingResponse
 from pydantic import BaseModel, ConfigDict, Field
 from starlette.exceptions import HTTPException as StarletteHTTPException
 
@@ -96,6 +103,8 @@ class _Common(BaseModel):
     logit_bias: dict[str, float] | None = None
     # vLLM's extension: name logprob tokens "token_id:<id>" instead of their text
     return_tokens_as_token_ids: bool = False
+    # vLLM's extension: the prompt's and the completion's token ids in the response
+    return_token_ids: bool = False
 
 
 class ChatRequest(_Common):
@@ -109,6 +118,19 @@ class ChatRequest(_Common):
     functions: list[Any] | None = None
     function_call: Any = None
     response_format: dict[str, Any] | None = None
+
+
+class LoadLoraRequest(BaseModel):
+    model_config = ConfigDict(extra="ignore")
+    lora_name: str
+    lora_path: str
+    load_inplace: bool = False
+
+
+class UnloadLoraRequest(BaseModel):
+    model_config = ConfigDict(extra="ignore")
+    lora_name: str
+    lora_int_id: int | None = None
 
 
 class CompletionRequest(_Common):
@@ -310,21 +332,28 @@ async def unless_disconnected(request: Request, work: Awaitable[Any]) -> Any:
 
 
 def create_app(backend: HFBackend, served_names: list[str] | None = None, *,
-               default_max_tokens: int = DEFAULT_MAX_TOKENS) -> FastAPI:
+               default_max_tokens: int = DEFAULT_MAX_TOKENS,
+               allow_lora_updates: bool = False) -> FastAPI:
     """The app over an ``HFBackend`` (anything with its ``encode``/``stream``/``tokenizer``).
 
     ``served_names``: the names clients may ask for (the first is the default); the
-    backend's own model name when not given.
+    backend's own model name when not given. ``allow_lora_updates`` adds the LoRA load and
+    unload endpoints (they read any local folder a client names: trusted clients only).
     """
+    from marag.llm.adapters import AdapterError, AdapterSet
+
     names = list(dict.fromkeys(served_names or [backend.model]))
     tokenizer = backend.tokenizer
+    adapters = AdapterSet(backend, names)
 
     @asynccontextmanager
     async def lifespan(_: FastAPI) -> AsyncIterator[None]:
         yield
+        await adapters.aclose()
         await backend.aclose()
 
     app = FastAPI(title="marag LLM server", version="1", lifespan=lifespan)
+    app.state.adapters = adapters  # the loaded LoRA adapters, for inspection
 
     @app.exception_handler(ApiError)
     async def _api_error(_: Request, exc: ApiError) -> JSONResponse:
@@ -354,13 +383,24 @@ def create_app(backend: HFBackend, served_names: list[str] | None = None, *,
         return _error(exc.status_code, message, kind)
 
     def model_card(name: str) -> dict[str, Any]:
-        return {"id": name, "object": "model", "created": 0, "owned_by": "marag"}
+        card = {"id": name, "object": "model", "created": 0, "owned_by": "marag"}
+        if name in adapters.paths:
+            card |= {"root": adapters.paths[name], "parent": names[0]}
+        return card
 
-    def served(requested: str | None) -> str:
+    def all_names() -> list[str]:
+        return names + list(adapters.backends)
+
+    def served(requested: str | None) -> tuple[str, HFBackend]:
+        """The model a request names (the default when none) and the backend serving it."""
         if requested is None or requested in names:
-            return requested or names[0]
+            return requested or names[0], backend
+        lora = adapters.get(requested)
+        if lora is not None:
+            return requested, lora
         raise ApiError(404, f"The model {requested!r} does not exist; this server serves "
-                       f"{', '.join(repr(n) for n in names)}", "model", code="model_not_found")
+                       f"{', '.join(repr(n) for n in all_names())}", "model",
+                       code="model_not_found")
 
     def budget(prompt_len: int, asked: int | None, default: int) -> int:
         """max_tokens for a prompt: a request past the context is a 400 (as vLLM answers);
@@ -468,26 +508,46 @@ def create_app(backend: HFBackend, served_names: list[str] | None = None, *,
 
     @app.get("/v1/models")
     async def models() -> dict[str, Any]:
-        return {"object": "list", "data": [model_card(n) for n in names]}
+        return {"object": "list", "data": [model_card(n) for n in all_names()]}
 
     @app.get("/v1/models/{model_id:path}")
     async def model(model_id: str) -> dict[str, Any]:
-        if model_id not in names:
+        if model_id not in all_names():
             raise ApiError(404, f"The model {model_id!r} does not exist", "model",
                            code="model_not_found")
         return model_card(model_id)
 
     @app.get("/health")
     async def health() -> dict[str, Any]:
-        return {"status": "ok", "model": names[0], "served_names": names}
+        return {"status": "ok", "model": names[0], "served_names": all_names()}
+
+    if allow_lora_updates:
+        @app.post("/v1/load_lora_adapter")
+        async def load_lora(req: LoadLoraRequest) -> PlainTextResponse:
+            try:
+                await adapters.load(req.lora_name, req.lora_path, req.load_inplace)
+            except AdapterError as e:
+                raise ApiError(e.status, str(e), "lora_path") from None
+            verb = "reloaded" if req.load_inplace else "added"
+            return PlainTextResponse(f"Success: LoRA adapter '{req.lora_name}' {verb} "
+                                     "successfully.")
+
+        @app.post("/v1/unload_lora_adapter")
+        async def unload_lora(req: UnloadLoraRequest) -> PlainTextResponse:
+            try:
+                await adapters.unload(req.lora_name)
+            except AdapterError as e:
+                raise ApiError(e.status, str(e), "lora_name") from None
+            return PlainTextResponse(f"Success: LoRA adapter '{req.lora_name}' removed "
+                                     "successfully.")
 
     @app.post("/v1/chat/completions")
     async def chat(req: ChatRequest, request: Request) -> Any:
         check_chat(req)
-        name = served(req.model)
+        name, engine = served(req.model)
         messages = chat_messages(req.messages)
         try:
-            ids = backend.encode(messages)
+            ids = engine.encode(messages)
         except Exception as e:  # noqa: BLE001 - a template's own error type; the client's fault
             raise ApiError(400, f"the chat template rejected the messages: {e}",
                            "messages") from None
@@ -495,8 +555,8 @@ def create_app(backend: HFBackend, served_names: list[str] | None = None, *,
                           default_max_tokens)
         want_lp = bool(req.logprobs)
         top_n = req.top_logprobs or 0
-        events = backend.stream(ids, sampling(req, n_tokens, want_lp),
-                                prefix_len=backend.prefix_len(messages, ids), top_logprobs=top_n)
+        events = engine.stream(ids, sampling(req, n_tokens, want_lp),
+                               prefix_len=engine.prefix_len(messages, ids), top_logprobs=top_n)
         as_ids = req.return_tokens_as_token_ids
         head = {"id": f"chatcmpl-{uuid.uuid4().hex}", "created": int(time.time()), "model": name}
         if req.stream:
@@ -509,7 +569,7 @@ def create_app(backend: HFBackend, served_names: list[str] | None = None, *,
             lp_of = ((lambda steps, _: {"content": [chat_logprob(s, as_ids) for s in steps]})
                      if want_lp else None)
             include = bool(req.stream_options and req.stream_options.include_usage)
-            return EventStream(stream_events(events, backend.sampling(
+            return EventStream(stream_events(events, engine.sampling(
                 sampling(req, n_tokens, want_lp)).stop,
                 {**head, "object": "chat.completion.chunk"}, choice, lp_of, include))
         try:
@@ -517,15 +577,18 @@ def create_app(backend: HFBackend, served_names: list[str] | None = None, *,
         except LLMError as e:
             raise generation_failed(e) from None
         logprobs = ({"content": [chat_logprob(s, as_ids) for s in steps]} if want_lp else None)
-        return {**head, "object": "chat.completion",
-                "choices": [{"index": 0, "message": {"role": "assistant", "content": c.text},
-                             "finish_reason": c.finish_reason, "logprobs": logprobs}],
-                "usage": usage(c)}
+        choice_out = {"index": 0, "message": {"role": "assistant", "content": c.text},
+                      "finish_reason": c.finish_reason, "logprobs": logprobs}
+        out = {**head, "object": "chat.completion", "choices": [choice_out], "usage": usage(c)}
+        if req.return_token_ids:  # where vLLM puts them
+            out["prompt_token_ids"] = list(ids)
+            choice_out["token_ids"] = [s.token_id for s in steps]
+        return out
 
     @app.post("/v1/completions")
     async def completions(req: CompletionRequest, request: Request) -> Any:
         check_completion(req)
-        name = served(req.model)
+        name, engine = served(req.model)
         prompts = [req.prompt] if isinstance(req.prompt, str) else req.prompt
         if not prompts or not all(isinstance(p, str) for p in prompts):
             raise ApiError(400, "prompt must be a string or a non-empty list of strings "
@@ -536,11 +599,13 @@ def create_app(backend: HFBackend, served_names: list[str] | None = None, *,
         top_n = req.logprobs or 0
         as_ids = req.return_tokens_as_token_ids
         runs = []
+        prompt_id_lists: list[list[int]] = []
         for p in prompts:
             ids = list(tokenizer(p)["input_ids"])
             n_tokens = budget(len(ids), req.max_tokens, COMPLETIONS_DEFAULT_MAX_TOKENS)
-            runs.append(backend.stream(ids, sampling(req, n_tokens, want_lp),
-                                       top_logprobs=top_n))
+            prompt_id_lists.append(ids)
+            runs.append(engine.stream(ids, sampling(req, n_tokens, want_lp),
+                                      top_logprobs=top_n))
         head = {"id": f"cmpl-{uuid.uuid4().hex}", "object": "text_completion",
                 "created": int(time.time()), "model": name}
         if req.stream:
@@ -552,7 +617,7 @@ def create_app(backend: HFBackend, served_names: list[str] | None = None, *,
             lp_of = ((lambda steps, offset: completion_logprobs(steps, as_ids, offset))
                      if want_lp else None)
             include = bool(req.stream_options and req.stream_options.include_usage)
-            stop = backend.sampling(sampling(req, 1, want_lp)).stop
+            stop = engine.sampling(sampling(req, 1, want_lp)).stop
             return EventStream(stream_events(runs[0], stop, head, choice, lp_of, include))
         try:
             results = await unless_disconnected(
@@ -562,6 +627,10 @@ def create_app(backend: HFBackend, served_names: list[str] | None = None, *,
         choices = [{"index": i, "text": c.text, "finish_reason": c.finish_reason,
                     "logprobs": completion_logprobs(steps, as_ids, 0) if want_lp else None}
                    for i, (steps, c) in enumerate(results)]
+        if req.return_token_ids:
+            for ch, ids, (steps, _) in zip(choices, prompt_id_lists, results):
+                ch["prompt_token_ids"] = list(ids)
+                ch["token_ids"] = [s.token_id for s in steps]
         total = [sum(getattr(c, f) for _, c in results) for f in
                  ("prompt_tokens", "completion_tokens")]
         return {**head, "choices": choices,

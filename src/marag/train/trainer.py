@@ -82,6 +82,11 @@ def trained_roles(config: Config) -> list[str]:
     unknown = [r for r in roles if r not in ROLES]
     if unknown:
         raise ConfigError(f"train.roles: unknown role(s) {unknown}; known: {sorted(ROLES)}")
+    runs = METHOD_ROLES[config.method.name]
+    idle = [r for r in roles if r not in runs]
+    if idle:
+        raise ConfigError(f"train.roles: {idle} never run in method {config.method.name} "
+                          f"(its roles: {list(runs)})")
     return roles
 
 
@@ -95,6 +100,7 @@ class Trainer:
         self.cfg = config.train
         self.out = Path(out)
         self.acc = accelerator or Accelerator(cpu=not torch.cuda.is_available())
+        refuse_sharding(_sharded(self.acc), self.cfg.rollout)
         self.roles = trained_roles(config)
         if not questions:
             raise TrainError("no training questions")
@@ -104,6 +110,7 @@ class Trainer:
         from marag.api import build_context
 
         self.ctx = context or build_context(config)
+        self.server: Any = None  # rollout: server: the openai backend the trained roles use
         self.backend = self._policy_backend()
         self.tokenizer = self.backend.tokenizer
         self._build_policy()
@@ -113,7 +120,10 @@ class Trainer:
         if self.acc.is_main_process:
             self.out.mkdir(parents=True, exist_ok=True)
             self.logbook = Logbook(self.out, tensorboard=tensorboard)
+        self._pushed = 0
         self._resume()
+        if self.server is not None:  # the server starts from the weights training starts from
+            self.push_adapter(self.start)
 
     # ------------------------------------------------------------------ set-up
 
@@ -126,18 +136,65 @@ class Trainer:
                              "they must share one backbone (one llms entry)")
         name = backends.pop()
         backend = self.ctx.llms[name]
+        skipped = self.config.method.skip_codes  # never run, so never changed
         frozen = [r for r in METHOD_ROLES[self.config.method.name] if r not in self.roles
+                  and r not in skipped
                   and self.ctx.llms.get(self.config.backend_for(r)) is backend]
         if frozen:
             raise TrainError(
                 f"frozen role(s) {frozen} run on the policy's model (llms.{name}): the trained "
                 "adapter would change them too. Map them to another llms entry with "
                 "'share: false' (see configs/mao-arag-train.yaml)")
+        if self.cfg.rollout == "server":
+            self.server = self._server_backend(name, backend)
+            return self._local_policy(name)
         if not isinstance(backend, HFBackend):
             raise TrainError(f"trained roles run on llms.{name} ({backend.name}); training "
-                             "needs the local 'hf' backend (frozen roles may use any backend)")
+                             "needs the local 'hf' backend, or train.rollout: server with an "
+                             "openai backend (frozen roles may use any backend)")
         return backend
 
+    def _server_backend(self, name: str, backend: Any) -> Any:
+        """rollout: server: the trained roles' backend must return the sampled token ids."""
+        from marag.llm.openai_http import OpenAIBackend
+
+        if not isinstance(backend, OpenAIBackend) or not backend.token_ids:
+            raise TrainError(
+                f"train.rollout: server needs the trained roles on an 'openai' backend with "
+                f"'token_ids: true' (vLLM or marag serve-llm); llms.{name} is "
+                f"{getattr(backend, 'name', type(backend).__name__)}"
+                f"{'' if not isinstance(backend, OpenAIBackend) else ' without token_ids'}")
+        if not self.cfg.lora.enabled:
+            raise TrainError(
+                "train.rollout: server with full fine-tuning (train.lora.enabled: false) would "
+                "need the full weights sent to the server after every update, which marag does "
+                "not do; train a LoRA adapter (the server reloads it) or use rollout: local")
+        return backend
+
+    def _local_policy(self, rollout_name: str) -> Any:
+        from marag.llm.hf_local import HFBackend
+
+        name = self.cfg.policy_llm
+        if name is None or name not in self.config.llms:
+            raise TrainError(
+                "train.rollout: server needs train.policy_llm naming the llms entry of the "
+                "local policy (backend hf, the server's base model) that the trainer scores "
+                f"and updates; llms has {sorted(self.config.llms)}")
+        backend = self.ctx.llms[name]
+        if not isinstance(backend, HFBackend):
+            raise TrainError(f"train.policy_llm: llms.{name} must be an 'hf' backend")
+        users = [r for r in METHOD_ROLES[self.config.method.name]
+                 if self.ctx.llms.get(self.config.backend_for(r)) is backend]
+        if users:
+            raise TrainError(f"role(s) {users} decode on llms.{name}, the local policy that "
+                             "training changes; with train.rollout: server no role runs on it "
+                             f"(the trained ones run on llms.{rollout_name})")
+        if self.config.llms[name].adapter:
+            raise TrainError(
+                f"llms.{name}.adapter is merged into the local policy, but the server only "
+                "has the base model and the trained adapter; serve a model folder with that "
+                "adapter merged and load it without adapters on both sides")
+        return backend
     def _build_policy(self) -> None:
         model = self.backend.module
         if self.cfg.lora.enabled:
@@ -374,6 +431,8 @@ class Trainer:
         used = {"kl_coef": self.kl.coef, "lr": self.scheduler.get_last_lr()[0]}
         t0 = time.perf_counter()
         traces = self.rollout(it)
+        if self.server is not None:
+            self.check_server_tokens(traces)
         times["rollout"] = time.perf_counter() - t0
 
         t0 = time.perf_counter()
@@ -386,6 +445,7 @@ class Trainer:
 
         t0 = time.perf_counter()
         self.score_old(transitions)
+        gap = self._logprob_gap(transitions)
         times["logprobs"] = time.perf_counter() - t0
 
         t0 = time.perf_counter()
@@ -404,14 +464,119 @@ class Trainer:
 
         t0 = time.perf_counter()
         self.backend.weights_updated()
+        if self.server is not None:
+            self.push_adapter(it + 1)
         times["sync"] = time.perf_counter() - t0
 
         kl_now = self._kl_now(transitions)
         self.kl.update(kl_now, self.cfg.questions_per_iteration)
         row = self._row(it, traces, transitions, stats, times, kl_now) | used
+        row["logprob_gap"] = gap
         if self.acc.is_main_process:
             self._save_rollouts(it, traces)
         return row
+
+    def _logprob_gap(self, transitions: Sequence[Transition]) -> float:
+        """Mean |rollout logprob - the trainer's old logprob| per trained token, all
+        processes: float noise when the rollouts came from the weights being trained."""
+        s = sum(float((torch.tensor(t.rollout_logprobs) - t.old_logprobs).abs().sum())
+                for t in transitions if t.old_logprobs is not None)
+        n = sum(len(t.response_ids) for t in transitions)
+        total, count = self._all_sum(s), self._all_sum(float(n))
+        gap = total / count if count else 0.0
+        limit = self.cfg.max_logprob_gap
+        if limit is not None and gap > limit:
+            raise TrainError(
+                f"rollout logprobs differ from the policy's by {gap:.4g} per token on average "
+                f"(train.max_logprob_gap {limit:g}): the rollouts did not come from the weights "
+                "being trained (a server that did not reload the adapter, another base model, "
+                "logprobs before temperature: vLLM's --logprobs-mode processed_logprobs)")
+        return gap
+
+    # ------------------------------------------------------------------ server rollouts
+
+    def check_server_tokens(self, traces: Sequence[Trace]) -> None:
+        """Fill and check the token ids of the trained roles' server-decoded steps.
+
+        The prompt the trainer scores is its own rendering of the step's messages (the chat
+        template the local backend uses); it must be the prompt the server decoded from: the
+        server's ``prompt_token_ids`` when it sends them (vLLM's ``return_token_ids``), else
+        at least its prompt token count. The response ids must be the server's own, inside
+        the local vocabulary, and the answering model the trained adapter. A mismatch
+        stops training instead of training on ids the server never sampled."""
+        from marag.llm.chat import prompt_ids
+
+        vocab = self.backend._vocab_size()
+        lora = self.server.model
+        bad: list[str] = []
+        for trace in traces:
+            for step in trace.steps:
+                if not step.is_llm or step.role not in self.roles:
+                    continue
+                where = f"trace {trace.id} (sample {trace.sample}) step {step.role}"
+                if step.sampling and step.sampling.get("allowed_text"):
+                    bad.append(f"{where}: restricted decoding (allowed_text) is not done by the "
+                               "server; set method.constrained_selector=false")
+                    continue
+                mine = prompt_ids(self.tokenizer, step.messages)
+                theirs = step.prompt_token_ids
+                if theirs is not None and list(theirs) != mine:
+                    first = next((i for i, (a, b) in enumerate(zip(mine, theirs)) if a != b),
+                                 min(len(mine), len(theirs)))
+                    bad.append(f"{where}: the server's prompt token ids differ from the local "
+                               f"rendering from position {first} ({len(theirs)} vs {len(mine)} "
+                               "tokens): another chat template or tokenizer")
+                elif theirs is None and step.prompt_tokens and step.prompt_tokens != len(mine):
+                    bad.append(f"{where}: the server counted {step.prompt_tokens} prompt "
+                               f"tokens, the local rendering has {len(mine)}: another chat "
+                               "template or tokenizer")
+                if step.token_ids and max(step.token_ids) >= vocab:
+                    bad.append(f"{where}: response token id {max(step.token_ids)} is outside "
+                               f"the local vocabulary ({vocab}): another tokenizer")
+                if step.token_ids is not None and step.completion_tokens and (
+                        len(step.token_ids) != step.completion_tokens):
+                    bad.append(f"{where}: {len(step.token_ids)} token ids for "
+                               f"{step.completion_tokens} completion tokens")
+                if step.model and step.model != lora:
+                    bad.append(f"{where}: answered by model {step.model!r}, not the trained "
+                               f"adapter {lora!r}")
+                step.prompt_token_ids = mine
+                step.weights_version = self._pushed
+        if bad:
+            raise TrainError(f"{len(bad)} server-decoded step(s) cannot be trained on; first: "
+                             + "; ".join(bad[:3]))
+
+    def push_adapter(self, version: int) -> None:
+        """Save the adapter (atomically, a new folder per version) and have the rollout
+        server serve it under the trained roles' model name. Main process only; the others
+        wait so that no process rolls out before the server has the new weights."""
+        import os
+        import shutil
+
+        from marag.llm.base import LLMError
+        from marag.llm.lora_http import load_lora_adapter
+
+        if self.acc.is_main_process:
+            root = Path(self.cfg.sync_dir or self.out / "sync").resolve()
+            root.mkdir(parents=True, exist_ok=True)
+            dest = root / f"adapter-iter-{version:06d}"
+            tmp = root / f".tmp-{dest.name}"
+            shutil.rmtree(tmp, ignore_errors=True)
+            self.policy.backbone.save_pretrained(str(tmp))
+            shutil.rmtree(dest, ignore_errors=True)
+            os.replace(tmp, dest)
+            server = self.server
+            try:
+                load_lora_adapter(server.url.rsplit("/chat/completions", 1)[0], server.model,
+                                  str(dest), inplace=True, timeout=server.timeout,
+                                  api_key_env=server.api_key_env)
+            except LLMError as e:
+                raise TrainError(f"sync: {e}") from None
+            for old in sorted(root.glob("adapter-iter-*"))[:-2]:  # the server read them
+                shutil.rmtree(old, ignore_errors=True)
+            log.info("sync: server serves %s as %s", dest, server.model)
+        self._pushed = version
+        self.acc.wait_for_everyone()
 
     def _kl_now(self, transitions: Sequence[Transition]) -> float:
         s = sum(float((t.old_logprobs - t.ref_logprobs).sum()) for t in transitions
@@ -528,3 +693,34 @@ class Trainer:
 @contextmanager
 def _null() -> Iterator[None]:
     yield
+
+
+def refuse_sharding(mode: str, rollout: str) -> None:
+    """FSDP and DeepSpeed ZeRO shard parameters (ZeRO-1/2: optimiser state and gradients);
+    the trainer reads the unwrapped module's full parameters in several places, so it runs
+    under plain DDP only, and says why for the mode asked for."""
+    if not mode:
+        return
+    if rollout == "local":
+        raise TrainError(
+            f"accelerate runs {mode}, which shards the policy, while rollouts decode with that "
+            "very module (train.rollout: local). Launch with DDP (configs/accelerate/ddp-*.yaml)"
+            "; with rollouts from a server (train.rollout: server) the decoding reason goes "
+            "away, but sharded training is not built yet either")
+    raise TrainError(
+        f"accelerate runs {mode}: with train.rollout: server the rollouts no longer need the "
+        "full module, but the trainer's logprob scoring, adapter sync and checkpoints still "
+        "read the unwrapped module's parameters, which a sharded setup does not hold. Launch "
+        "with DDP (configs/accelerate/ddp-*.yaml); LoRA keeps every rank's copy small")
+
+
+def _sharded(acc: Any) -> str:
+    """The name of accelerate's parameter-sharding mode in use ('' for none/DDP)."""
+    kind = str(getattr(acc.state, "distributed_type", ""))
+    if "FSDP" in kind:
+        return "FSDP"
+    if "DEEPSPEED" in kind:
+        plugin = getattr(acc.state, "deepspeed_plugin", None)
+        stage = getattr(plugin, "zero_stage", None)
+        return f"DeepSpeed ZeRO-{stage}" if stage else "DeepSpeed"
+    return ""

@@ -195,7 +195,11 @@ async def run_solving(run: Run, node: Node, workflow: list[str]) -> None:
     k = run.config.method.top_k
     rewrite: str | None = None  # QR's output: this round's context for R, DS and AG
     docs = None
+    skip = run.config.method.skip_codes
     for code in workflow:
+        if code in skip:
+            run.note(f"node {node.id}: {code} skipped (method.skip_codes)")
+            continue
         if code == "QR":
             p, _ = await run.call("QR", node.id, question=node.question)
             if p.valid and isinstance(p.value, str) and p.value.strip():
