@@ -17,14 +17,24 @@ _warned: set[int] = set()
 
 def render_chat(tokenizer: Any, messages: Messages, generation_prompt: bool = True) -> str:
     """The conversation as text: the tokenizer's chat template, or a plain ``role: content``
-    layout (ending in ``assistant:``) for a tokenizer without one."""
+    layout (ending in ``assistant:``) for a tokenizer without one.
+
+    A conversation that ends in an assistant turn is continued: that turn stays open (no
+    end-of-turn token) and the model writes on from its text (a role's ``reply_prefix``)."""
+    cont = bool(messages) and messages[-1].get("role") == "assistant"
     if getattr(tokenizer, "chat_template", None):
+        if cont:
+            return tokenizer.apply_chat_template(messages, add_generation_prompt=False,
+                                                 continue_final_message=True, tokenize=False)
         return tokenizer.apply_chat_template(messages, add_generation_prompt=generation_prompt,
                                              tokenize=False)
     if id(tokenizer) not in _warned:
         log.warning("tokenizer %s has no chat template; using a plain 'role: content' layout",
                     getattr(tokenizer, "name_or_path", "?"))
         _warned.add(id(tokenizer))
+    if cont:
+        head = "".join(f"{m['role']}: {m['content']}\n" for m in messages[:-1])
+        return f"{head}assistant: {messages[-1]['content']}"
     text = "".join(f"{m['role']}: {m['content']}\n" for m in messages)
     return text + "assistant:" if generation_prompt else text
 

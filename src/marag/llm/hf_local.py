@@ -57,6 +57,8 @@ class TokenStep:
 
 class HFBackend:
     name = "hf"
+    # a conversation ending in an assistant turn is continued (roles' reply_prefix)
+    continues_reply = True
 
     def __init__(self, model_or_path: str, *, device: str = "cpu", dtype: str = "float32",
                  max_batch_size: int = 16, batch_wait_ms: float = 5.0,

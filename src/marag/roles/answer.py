@@ -66,14 +66,18 @@ def build_as(question: str, pairs: Sequence[Sequence[str]]) -> Messages:
 
 
 def parse_tagged_answer(text: str, tag: str) -> Parsed:
-    """The body of ``<tag>``; without the tag, the first line of text, marked invalid."""
+    """The body of ``<tag>`` (of an unclosed one, its first line); without the tag, the first
+    line of text, marked invalid."""
     if not isinstance(text, str):
         return Parsed("", False, "completion is not text")
     element = find_first(text, tag)
     if element is None:
         fallback = first_line(text)
         return Parsed(fallback, False, f"no <{tag}> tag" if fallback else "empty completion")
-    answer = " ".join(element.body.split())
+    # an unclosed answer runs to the end of the reply, where small models go on to write
+    # another "Question: ..." turn: its first line is the answer
+    body = element.body if element.closed else first_line(element.body)
+    answer = " ".join(body.split())
     if not answer:
         return Parsed("", False, f"empty <{tag}>")
     return Parsed(answer)

@@ -30,6 +30,11 @@ class Role:
     value twice. ``allowed_text(**inputs)``, when set, lists the strings a restricted decoder
     may emit for these inputs (MMOA-RAG's id-only selector). ``stop`` and ``max_tokens`` are
     the role's decoding limits. Both derivations ignore inputs they do not need.
+
+    ``reply_prefix``: text the reply starts with, written by marag into an open assistant turn
+    on backends that can continue one (``continues_reply``, the local hf backend), so a small
+    model cannot drift out of the output format before it starts; the model writes the rest.
+    The parser reads prefix + completion. Elsewhere the prompt's instructions alone ask for it.
     """
 
     name: str
@@ -39,6 +44,7 @@ class Role:
     stop: tuple[str, ...] = ()
     parse_context: Callable[..., dict[str, Any]] | None = None
     allowed_text: Callable[..., tuple[str, ...]] | None = None
+    reply_prefix: str = ""
 
     def read(self, text: str, inputs: Mapping[str, Any]) -> Parsed:
         """Parse a completion of the call that was built from ``inputs``."""

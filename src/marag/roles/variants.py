@@ -34,6 +34,8 @@ class AnswerPrompt:
     docs_in_system: bool = False  # documents in the system message (FlashRAG's layout)
     best_last: bool = False  # the best-ranked document last, right before the question
     ask: str = answer._ASK  # the line after the question
+    example_in: str = answer._AG_EX_DOCS
+    example_out: str = "<answer>Mount Everest</answer>"
 
     def docs(self, docs: Sequence[Passage]) -> str:
         order = list(reversed(docs)) if self.best_last else list(docs)
@@ -62,13 +64,22 @@ class AnswerPrompt:
             user = f"{rendered}\nQuestion: {q}\n{self.ask}"
         messages = [{"role": "system", "content": system}]
         if self.example:
-            messages += [{"role": "user", "content": answer._AG_EX_DOCS},
-                         {"role": "assistant", "content": "<answer>Mount Everest</answer>"}]
+            messages += [{"role": "user", "content": self.example_in},
+                         {"role": "assistant", "content": self.example_out}]
         return [*messages, {"role": "user", "content": user}]
 
 
-def _ag(spec: AnswerPrompt) -> Role:
-    return replace(answer.AG, build=spec.build)
+# An example whose answer is a fact inside a passage, not a title (with the title-answer
+# example SmolLM2 learnt to answer with the first document's title), best passage last.
+_EX_FACT = f"""Document1: (Paris) Paris is the capital and largest city of France.
+Document0: (Eiffel Tower) The Eiffel Tower is a wrought-iron lattice tower in Paris. It was \
+designed by Gustave Eiffel's company and completed in 1889.
+Question: When was the Eiffel Tower completed?
+{answer._ASK}"""
+
+
+def _ag(spec: AnswerPrompt, reply_prefix: str = "") -> Role:
+    return replace(answer.AG, build=spec.build, reply_prefix=reply_prefix)
 
 
 _PLANS = ("AG", "R, AG", "QR, R, AG", "R, DS, AG", "QR, R, DS, AG")
@@ -132,6 +143,10 @@ VARIANTS: dict[str, dict[str, Role]] = {
         "zeroshot-system-docs": _ag(AnswerPrompt(example=False, docs_in_system=True,
                                                  doc_style="titled")),
         "fewshot-best-last": _ag(AnswerPrompt(best_last=True)),
+        "zeroshot-best-last-open": _ag(AnswerPrompt(example=False, best_last=True), "<answer>"),
+        "zeroshot-open": _ag(AnswerPrompt(example=False), "<answer>"),
+        "fact-example-best-last": _ag(AnswerPrompt(best_last=True, example_in=_EX_FACT,
+                                                   example_out="<answer>1889</answer>")),
     },
     "planner": {
         "menu": _planner_menu(example=True),

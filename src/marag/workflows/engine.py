@@ -266,6 +266,9 @@ class Run:
             self.report_nodes()
         route = self.ctx.route(role_name, self.trace.method)
         messages = route.role.build(**inputs)
+        prefix = route.role.reply_prefix if getattr(route.llm, "continues_reply", False) else ""
+        if prefix:
+            messages = [*messages, {"role": "assistant", "content": prefix}]
         if constrained:
             sampling = {**(sampling or {}), "allowed_text": route.role.constraint(inputs)}
         params = route.params.replace(**sampling) if sampling else route.params
@@ -281,7 +284,11 @@ class Run:
         if len(out) != 1:
             raise LLMError(f"backend '{route.backend}' returned {len(out)} completions for 1 prompt")
         c = out[0]
-        parsed = route.role.read(c.text, inputs)
+        parsed = route.role.read(prefix + c.text, inputs)
+        if prefix and parsed.valid and c.finish_reason == "length":
+            # the reply began inside the format; running out of tokens is leaving it unclosed
+            parsed = Parsed(parsed.value, False, f"reply cut at {params.max_tokens} tokens "
+                                                 "before it was closed")
         model = c.model or route.llm.model
         step = Step(
             role=role_name, node_id=node_id, round=self.round if round is None else round,
