@@ -67,8 +67,8 @@ def test_the_manifest_and_report_record_what_each_backend_loaded(tmp_path):
     import torch
 
     from marag.commands.eval import record_llms
-    from marag.eval.rundir import open_run_dir
     from marag.eval.run_markdown import run_markdown
+    from marag.eval.rundir import open_run_dir
     from marag.eval.summary import summarize
     from marag.llm.hf_local import HFBackend
     from marag.llm.openai_http import OpenAIBackend
