@@ -16,6 +16,7 @@ from typing import Any
 
 from marag.config import Config, ConfigError, load_config
 from marag.llm.base import LLM
+from marag.llm.dtype import Purpose
 from marag.retrieval.base import Retriever
 from marag.types import Question, Trace
 from marag.workflows import METHODS, RETRIEVES, Context, run_method
@@ -39,14 +40,16 @@ def resolve_config(config: ConfigLike = None, overrides: list[str] | None = None
 
 def build_context(config: Config, *, llms: dict[str, LLM] | None = None,
                   retriever: Retriever | None = None, logprobs: bool = False,
-                  with_retriever: bool | None = None) -> Context:
+                  with_retriever: bool | None = None,
+                  purpose: Purpose = "inference") -> Context:
     """Backends (one per entry of ``config.llms``, shared by every role mapped to it) and the
     retriever, unless given. ``with_retriever=None`` opens the retriever only when the
-    configured method searches (llm-only does not)."""
+    configured method searches (llm-only does not). ``purpose="training"`` loads local models
+    for a trainer (``dtype: auto`` stays float32 on CPU)."""
     if llms is None:
         from marag.llm.factory import make_llms
 
-        llms = make_llms(config)
+        llms = make_llms(config, purpose=purpose)
     if with_retriever is None:
         with_retriever = RETRIEVES.get(config.method.name, True)
     if retriever is None and with_retriever:

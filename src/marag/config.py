@@ -63,7 +63,9 @@ class LLMConfig(Section):
     max_batch_size: int = Field(16, ge=1)
     batch_wait_ms: float = Field(5.0, ge=0)
     device: str = "cpu"
-    dtype: Literal["auto", "float32", "bfloat16", "float16"] = "float32"
+    # hf backend: auto = bfloat16 on a CPU with native bf16 matmul (AMX/AVX-512 BF16) or a
+    # bf16-capable GPU, else float32; a trainer's model stays float32 on CPU (marag.llm.dtype)
+    dtype: Literal["auto", "float32", "bfloat16", "float16"] = "auto"
     bf16_autocast: bool = False
     cache_dir: str | None = None
     # hf entries naming the same model share one loaded model and batcher; false gives this

@@ -59,3 +59,29 @@ def test_missing_dataset_file_is_a_clear_error(tmp_path, capsys):
 
     rc = main(["eval", "--dataset", str(tmp_path / "nope.jsonl"), "--out", str(tmp_path / "r")])
     assert rc == 2 and "nope.jsonl" in capsys.readouterr().err
+
+
+def test_the_manifest_and_report_record_what_each_backend_loaded(tmp_path):
+    import json
+
+    import torch
+
+    from marag.commands.eval import record_llms
+    from marag.eval.run_markdown import run_markdown
+    from marag.eval.rundir import open_run_dir
+    from marag.eval.summary import summarize
+    from marag.llm.hf_local import HFBackend
+    from marag.llm.openai_http import OpenAIBackend
+    from marag.llm.tiny import build_tiny_model
+
+    model, tok = build_tiny_model()
+    local = HFBackend("tiny", model=model.to(torch.bfloat16), tokenizer=tok)
+    api = OpenAIBackend("http://127.0.0.1:9/v1", "gpt-4o-mini")
+    run = open_run_dir(tmp_path / "run", {"method": "vanilla"})
+    record_llms(run, {"default": local, "judge": api})
+    saved = json.loads((tmp_path / "run" / "run.json").read_text())
+    assert saved["llms"]["default"]["dtype"] == "bfloat16"
+    assert saved["llms"]["default"]["device"] == "cpu"
+    assert saved["llms"]["judge"] == {"backend": "openai", "model": "gpt-4o-mini"}
+    text = run_markdown(saved, summarize([]))
+    assert "- models: default: hf tiny (cpu, bfloat16); judge: openai gpt-4o-mini" in text

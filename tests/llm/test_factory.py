@@ -2,7 +2,7 @@ import pytest
 
 from marag.config import Config, ConfigError, LLMConfig, Price, load_config
 from marag.llm.base import LLMError
-from marag.llm.factory import make_llm, make_llms
+from marag.llm.factory import llm_info, make_llm, make_llms
 from marag.llm.hf_local import HFBackend
 from marag.llm.openai_http import OpenAIBackend
 from marag.llm.pricing import charge, money
@@ -16,23 +16,44 @@ def tiny_folder(tiny, tmp_path_factory):
     return str(folder)
 
 
-def test_hf_backends_on_the_same_model_share_one_backend(tiny_folder, caplog):
+def test_hf_backends_on_the_same_model_share_one_backend(tiny_folder, caplog, monkeypatch):
+    monkeypatch.setattr("marag.llm.dtype.cpu_has_native_bf16", lambda: True)
     config = Config(llms={
         "policy": LLMConfig(model=tiny_folder, max_batch_size=4),
         "executor": LLMConfig(model=tiny_folder, batch_wait_ms=0),
-        "half": LLMConfig(model=tiny_folder, dtype="bfloat16"),
+        # sharing goes by the resolved dtype: auto is bfloat16 on this (patched) CPU
+        "named": LLMConfig(model=tiny_folder, dtype="bfloat16"),
+        "full": LLMConfig(model=tiny_folder, dtype="float32"),
         "api": LLMConfig(backend="openai", model="gpt-4o-mini", base_url="http://127.0.0.1:9/v1",
                          max_concurrency=2, timeout=5, retries=1),
     })
     llms = make_llms(config)
-    policy, executor, half, api = (llms[k] for k in ("policy", "executor", "half", "api"))
+    policy, executor, named, full, api = (
+        llms[k] for k in ("policy", "executor", "named", "full", "api"))
     assert isinstance(policy, HFBackend) and policy.name == "hf" and policy.model == tiny_folder
     # one model object and one batcher for both roles; the first entry's batching wins
     assert policy is executor and policy.max_batch_size == 4
     assert "share one batcher" in caplog.text
-    assert half is not policy and half.module is not policy.module
+    assert named is policy and policy.dtype == "bfloat16"
+    assert full is not policy and full.module is not policy.module and full.dtype == "float32"
     assert isinstance(api, OpenAIBackend) and api.model == "gpt-4o-mini"
     assert api.url == "http://127.0.0.1:9/v1/chat/completions" and api.max_concurrency == 2
+
+
+def test_training_keeps_float32_on_cpu_and_records_what_it_loaded(tiny_folder, monkeypatch):
+    monkeypatch.setattr("marag.llm.dtype.cpu_has_native_bf16", lambda: True)
+    config = Config(llms={"default": LLMConfig(model=tiny_folder)})
+    trained = make_llms(config, purpose="training")["default"]
+    assert trained.dtype == "float32"
+    assert str(next(trained.module.parameters()).dtype) == "torch.float32"
+    served = make_llms(config)["default"]
+    assert str(next(served.module.parameters()).dtype) == "torch.bfloat16"
+    info = llm_info(served)
+    assert info == {"backend": "hf", "model": tiny_folder, "device": "cpu",
+                    "dtype": "bfloat16", "threads": info["threads"]}
+    assert info["threads"] >= 1
+    assert llm_info(make_llm(LLMConfig(backend="openai", model="gpt-4o"))) == {
+        "backend": "openai", "model": "gpt-4o"}
 
 
 def test_factory_errors_name_the_entry():

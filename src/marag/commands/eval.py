@@ -67,6 +67,16 @@ def print_summary(out_dir: Path, s: dict[str, Any]) -> None:
     print(f"  metrics: {out_dir / 'metrics.json'}  report: {out_dir / 'report.md'}")
 
 
+def record_llms(run_dir: Any, llms: dict[str, Any]) -> None:
+    """Write what each backend really loaded (``dtype: auto`` resolved, device, threads) into
+    the run's manifest; a resumed run records its latest session's."""
+    from marag.eval.rundir import MANIFEST
+    from marag.llm.factory import llm_info
+
+    run_dir.manifest["llms"] = {name: llm_info(llm) for name, llm in llms.items()}
+    run_dir.write_json(MANIFEST, run_dir.manifest)
+
+
 def run(args: argparse.Namespace) -> int:
     import asyncio
 
@@ -113,6 +123,7 @@ async def _run(args: argparse.Namespace, config: Any, out: Path) -> Any:
     from marag.workflows import run_method
 
     ctx = build_context(config)
+    record_llms(run_dir, ctx.llms)
 
     async def method(question: Any, context: Any) -> Any:
         return await run_method(name, question, context)

@@ -48,14 +48,14 @@ def run(args: argparse.Namespace) -> int:
             banned = set(Path(args.exclude_ids).read_text().split())
             traces = [t for t in traces if t.id not in banned]
         examples = sft.examples_from_traces(traces, cfg.roles, cfg.min_f1)
-        ctx = build_context(config, with_retriever=False)
+        ctx = build_context(config, with_retriever=False, purpose="training")
     else:
         if not args.dataset:
             print("marag sft: --recipe needs --dataset", file=sys.stderr)
             return 2
         from marag.datasets import load_questions
 
-        ctx = build_context(config, with_retriever=True)
+        ctx = build_context(config, with_retriever=True, purpose="training")
         questions = load_questions(args.dataset)
         if args.exclude_ids:
             banned = set(Path(args.exclude_ids).read_text().split())

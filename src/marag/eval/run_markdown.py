@@ -46,6 +46,12 @@ def pct(x: float) -> float:
     return round(100.0 * x, 2)
 
 
+def _llm_line(info: dict[str, Any]) -> str:
+    line = f"{info.get('backend', '?')} {info.get('model', '?')}"
+    local = [str(info[k]) for k in ("device", "dtype") if k in info]
+    return f"{line} ({', '.join(local)})" if local else line
+
+
 def run_markdown(manifest: dict[str, Any], summary: dict[str, Any]) -> str:
     ident = manifest.get("identity", {})
     dataset = manifest.get("dataset_name") or Path(str(ident.get("dataset", "?"))).name
@@ -59,6 +65,9 @@ def run_markdown(manifest: dict[str, Any], summary: dict[str, Any]) -> str:
     ]
     if manifest.get("command"):
         meta.append(f"- command: `{' '.join(manifest['command'])}`")
+    if manifest.get("llms"):
+        meta.append("- models: " + "; ".join(
+            f"{name}: {_llm_line(info)}" for name, info in manifest["llms"].items()))
     if manifest.get("versions"):
         meta.append("- versions: " + ", ".join(f"{k} {v}" for k, v in manifest["versions"].items()))
 

@@ -14,6 +14,7 @@ from typing import Any
 
 from marag.config import Config, ConfigError, LLMConfig
 from marag.llm.base import LLM
+from marag.llm.dtype import Purpose
 
 log = logging.getLogger(__name__)
 
@@ -42,13 +43,18 @@ def process_device(device: str) -> str:
     return device
 
 
-def make_llm(cfg: LLMConfig, *, shared: _Shared | None = None) -> LLM:
-    """One backend for one ``llms.<name>`` config entry."""
+def make_llm(cfg: LLMConfig, *, shared: _Shared | None = None,
+             purpose: Purpose = "inference") -> LLM:
+    """One backend for one ``llms.<name>`` config entry. ``purpose`` picks what ``dtype:
+    auto`` means for an hf model (``training``: float32 on CPU; see ``marag.llm.dtype``)."""
     if cfg.backend == "hf":
+        from marag.llm.dtype import resolve_dtype
         from marag.llm.hf_local import HFBackend
 
         _set_threads(cfg.n_threads)
-        key = (cfg.model, cfg.device, cfg.dtype, cfg.cache_dir, tuple(cfg.adapter))
+        device = process_device(cfg.device)
+        dtype = resolve_dtype(cfg.dtype, device, purpose)
+        key = (cfg.model, cfg.device, dtype, cfg.cache_dir, tuple(cfg.adapter))
         if not cfg.share:
             shared = None
         if shared is not None and key in shared:
@@ -58,7 +64,7 @@ def make_llm(cfg: LLMConfig, *, shared: _Shared | None = None) -> LLM:
                 log.warning("hf backends for %s share one batcher; using the first entry's "
                             "max_batch_size/batch_wait_ms", cfg.model)
             return backend
-        backend = HFBackend(cfg.model, device=process_device(cfg.device), dtype=cfg.dtype,
+        backend = HFBackend(cfg.model, device=device, dtype=dtype,
                             max_batch_size=cfg.max_batch_size, batch_wait_ms=cfg.batch_wait_ms,
                             bf16_autocast=cfg.bf16_autocast, cache_dir=cfg.cache_dir,
                             adapters=cfg.adapter)
@@ -82,13 +88,28 @@ def make_llm(cfg: LLMConfig, *, shared: _Shared | None = None) -> LLM:
     raise ConfigError(f"unknown LLM backend {cfg.backend!r}")
 
 
-def make_llms(config: Config) -> dict[str, LLM]:
+def make_llms(config: Config, *, purpose: Purpose = "inference") -> dict[str, LLM]:
     """Every configured backend by its name in ``config.llms``."""
     shared: _Shared = {}
     out: dict[str, LLM] = {}
     for name, cfg in config.llms.items():
         try:
-            out[name] = make_llm(cfg, shared=shared)
+            out[name] = make_llm(cfg, shared=shared, purpose=purpose)
         except ConfigError as e:
             raise ConfigError(f"llms.{name}: {e}") from None
     return out
+
+
+def llm_info(llm: LLM) -> dict[str, Any]:
+    """What a run records about a backend: its kind and model, and for a local model the
+    device and the dtype its weights really have (``auto`` resolved)."""
+    info: dict[str, Any] = {"backend": getattr(llm, "name", type(llm).__name__),
+                            "model": getattr(llm, "model", "")}
+    for key in ("device", "dtype"):
+        value = getattr(llm, key, None)
+        if value is not None:
+            info[key] = str(value)
+    threads = getattr(llm, "threads", None)
+    if threads:
+        info["threads"] = threads
+    return info

@@ -44,7 +44,8 @@ class Row:
     text: str | None = None  # set when a stop string cut the output
     finish_reason: str = ""
     generator: torch.Generator | None = None
-    started: float = 0.0
+    started: float = 0.0  # when its prefill began
+    first_token_at: float = 0.0  # when its first token was chosen (prefill done)
     tag: Any = None  # the caller's handle for this row (the backend's request)
     # leading prompt tokens whose KV may come from the shared-prefix cache (0: none)
     prefix_len: int = 0
@@ -52,6 +53,34 @@ class Row:
     on_token: Callable[[Row], None] | None = None
     top_logprobs: int = 0  # keep this many most likely (token, logprob) pairs per step
     tops: list[list[tuple[int, float]]] = field(default_factory=list)
+
+
+@dataclass
+class DecodeStats:
+    """Where the decoder's time went (cumulative; read by benchmarks/e2e_profile.py).
+
+    A handful of ``perf_counter`` calls per forward pass, so always on. Prefill token counts
+    say how much of the work was real: ``prefill_tokens`` are prompt tokens fed (prefix-cache
+    hits excluded), ``prefill_padded`` the cells of the padded input, ``prefix_tokens`` the
+    prefix tokens computed on cache misses (in ``prefix_s``).
+    """
+
+    prefills: int = 0
+    prefill_s: float = 0.0
+    prefill_tokens: int = 0
+    prefill_padded: int = 0
+    prefix_s: float = 0.0
+    prefix_tokens: int = 0
+    steps: int = 0  # decode forward passes (one new token for every running row)
+    step_s: float = 0.0
+    step_rows: int = 0  # rows summed over decode passes (the mean batch is step_rows / steps)
+    choose_s: float = 0.0  # picking tokens, stop strings, delivering
+    merge_s: float = 0.0  # joining new rows' caches into the running batch
+
+    def as_dict(self) -> dict[str, float]:
+        from dataclasses import asdict
+
+        return asdict(self)
 
 
 @dataclass
@@ -213,6 +242,7 @@ class BatchDecoder:
         if model.device.type == "cpu":  # few-row products take a faster CPU kernel
             use_fast_linears(model)
         self._rng = random.Random()
+        self.stats = DecodeStats()
         self.prefills = 0
         self.steps = 0  # token-choosing steps taken (each picks one token for every row)
         self.dropped = 0
@@ -242,6 +272,8 @@ class BatchDecoder:
     def _finish(self, row: Row, token: int, logprob: float) -> bool:
         row.token_ids.append(token)
         row.logprobs.append(logprob)
+        if not row.first_token_at:
+            row.first_token_at = time.perf_counter()
         p = row.params
         if token in self.eos_ids:
             row.finish_reason = "stop"
@@ -270,9 +302,18 @@ class BatchDecoder:
         ids, mask = _left_pad(rows, self.pad_id)
         pos = (mask.cumsum(-1) - 1).clamp(min=0)
         cache = DynamicCache(config=self.model.config)
+        t0 = time.perf_counter()
         logits = self._forward(ids, mask, pos, cache)
-        self.prefills += 1
+        self._count_prefill(t0, ids, mask)
         return _Batch(rows, cache, mask, pos[:, -1], logits)
+
+    def _count_prefill(self, t0: float, ids: torch.Tensor, real: torch.Tensor) -> None:
+        st = self.stats
+        st.prefill_s += time.perf_counter() - t0
+        st.prefills += 1
+        st.prefill_tokens += int(real.sum())
+        st.prefill_padded += ids.numel()
+        self.prefills += 1
 
     def _prefix_kv(self, r: Row) -> list[tuple[torch.Tensor, torch.Tensor]]:
         """The KV of ``r``'s prefix: from the cache, or computed alone (no padding) and kept."""
@@ -284,7 +325,10 @@ class BatchDecoder:
         if kv is None:
             ids = torch.tensor([key], dtype=torch.long)
             cache = DynamicCache(config=self.model.config)
+            t0 = time.perf_counter()
             self._forward(ids, torch.ones_like(ids), torch.arange(len(key))[None, :], cache)
+            self.stats.prefix_s += time.perf_counter() - t0
+            self.stats.prefix_tokens += len(key)
             kv = [(layer.keys, layer.values) for layer in cache.layers]
             self.prefix_cache.put(key, kv)
         return kv
@@ -321,12 +365,14 @@ class BatchDecoder:
                     keys[i, :, width_p - n:] = kv[layer_idx][0][0]
                     values[i, :, width_p - n:] = kv[layer_idx][1][0]
             cache.update(keys, values, layer_idx)
+        t0 = time.perf_counter()
         logits = self._forward(ids, mask, pos, cache)
-        self.prefills += 1
+        self._count_prefill(t0, ids, sfx_mask)
         return _Batch(rows, cache, mask, pos[:, -1], logits)
 
     def _advance(self, batch: _Batch, deliver: Callable[[Row, DecodeResult], None]) -> None:
         """Choose every row's next token from ``batch.logits``; deliver and drop finished rows."""
+        t0 = time.perf_counter()
         tokens, lps = _choose(batch.rows, batch.logits)
         self.steps += 1
         keep = []
@@ -343,6 +389,7 @@ class BatchDecoder:
         if len(keep) < len(batch.rows):
             batch.select(keep)
         batch.next_tokens = [tokens[s] for s in keep]
+        self.stats.choose_s += time.perf_counter() - t0
 
     def _result(self, r: Row) -> DecodeResult:
         text = r.text
@@ -375,7 +422,9 @@ class BatchDecoder:
                     fresh = self._prefill(group)
                     self._advance(fresh, deliver)
                     if fresh.rows:
+                        t0 = time.perf_counter()
                         running = fresh if running is None else _merge(running, fresh)
+                        self.stats.merge_s += time.perf_counter() - t0
                 if running is None:
                     if new:
                         continue  # every new row finished on its first token; ask again
@@ -385,8 +434,12 @@ class BatchDecoder:
                     [running.mask, torch.ones((len(running.rows), 1), dtype=running.mask.dtype)],
                     dim=1)
                 running.last_pos = running.last_pos + 1
+                t0 = time.perf_counter()
                 running.logits = self._forward(step_ids, running.mask,
                                                running.last_pos[:, None], running.cache)
+                self.stats.step_s += time.perf_counter() - t0
+                self.stats.steps += 1
+                self.stats.step_rows += len(running.rows)
                 self._advance(running, deliver)
                 if not running.rows:
                     running = None

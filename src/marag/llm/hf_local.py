@@ -47,6 +47,20 @@ class _Request:
 
 
 @dataclass(frozen=True, slots=True)
+class RequestTiming:
+    """Seconds one request spent queued (until its prefill began: batch wait, rows ahead of
+    it), in its prefill (shared with its group) and decoding; its prompt tokens, those whose
+    KV came from the prefix cache (or were cached for it), and tokens generated."""
+
+    wait: float
+    prefill: float
+    decode: float
+    prompt_tokens: int
+    prefix_tokens: int
+    completion_tokens: int
+
+
+@dataclass(frozen=True, slots=True)
 class TokenStep:
     """One token of a streamed request: its id, logprob and most likely alternatives."""
 
@@ -70,8 +84,12 @@ class HFBackend:
         if (model is None) != (tokenizer is None):
             raise LLMError("HFBackend: pass both model and tokenizer, or neither")
         if model is None:
+            from marag.llm.dtype import resolve_dtype
             from marag.llm.embedded import resolve_model
 
+            # a backend decodes, so ``auto`` takes the inference rule; the factory resolves it
+            # beforehand for a model that a trainer will update
+            dtype = resolve_dtype(dtype, device)
             model, tokenizer = resolve_model(model_or_path, dtype=dtype, device=device,
                                              cache_dir=cache_dir)
         if max_batch_size < 1:
@@ -80,6 +98,9 @@ class HFBackend:
             model = merge_adapter(model, adapter)
         self.model = model_or_path
         self.module = model
+        # what the weights really are (recorded in run metadata so a result can be reproduced)
+        self.dtype = str(getattr(model, "dtype", dtype)).removeprefix("torch.")
+        self.device = str(getattr(model, "device", device))
         self.tokenizer = tokenizer
         self.max_batch_size = max_batch_size
         self.batch_wait = batch_wait_ms / 1000.0
@@ -103,8 +124,18 @@ class HFBackend:
         self.batches_run = 0  # statistics for benchmarks and tests
         self.rows_run = 0
         self.abandoned_rows = 0  # rows dropped mid-decode because their caller gave up
+        # a list to profile into: every delivered request appends its RequestTiming
+        # (benchmarks/e2e_profile.py sets it; None costs nothing)
+        self.request_log: list[RequestTiming] | None = None
         # (decode steps between the cancel and the drop, tokens the row had) of the latest one
         self.last_abandoned: tuple[int, int] | None = None
+
+    @property
+    def threads(self) -> int:
+        """torch's intra-op threads (process-wide; ``llms.*.n_threads`` sets it)."""
+        import torch
+
+        return torch.get_num_threads()
 
     @property
     def context_length(self) -> int:
@@ -345,7 +376,18 @@ class HFBackend:
             latency=time.perf_counter() - r.enqueued,
             weights_version=self.weights_version,
         )
+        if self.request_log is not None:
+            now = time.perf_counter()
+            self.request_log.append(RequestTiming(
+                wait=row.started - r.enqueued, prefill=row.first_token_at - row.started,
+                decode=now - row.first_token_at, prompt_tokens=len(r.prompt_ids),
+                prefix_tokens=row.prefix_len, completion_tokens=len(res.token_ids)))
         _resolve(r, result=completion)
+
+    @property
+    def decode_stats(self) -> Any:
+        """The decoder's cumulative ``DecodeStats`` (where its time went)."""
+        return self._decoder.stats
 
     async def aclose(self) -> None:
         worker, self._worker = self._worker, None

@@ -109,7 +109,8 @@ class Trainer:
         self._orders: dict[int, list[int]] = {}  # pass over the data -> shuffled indices
         from marag.api import build_context
 
-        self.ctx = context or build_context(config)
+        # the policy's weights are trained: float32 on CPU unless a dtype is named explicitly
+        self.ctx = context or build_context(config, purpose="training")
         self.server: Any = None  # rollout: server: the openai backend the trained roles use
         self.backend = self._policy_backend()
         self.tokenizer = self.backend.tokenizer
