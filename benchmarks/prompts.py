@@ -106,8 +106,8 @@ def row(variant: str, dataset: str, traces: list[Trace], seconds: float, role: s
 
 def markdown(rows: list[dict], role: str, header: str) -> str:
     lines = [header, "",
-             f"| variant | dataset | n | EM | F1 | acc | {role} valid % | other roles valid % "
-             "| prompt tok/q | compl. tok/q | s/q | top workflows |",
+             (f"| variant | dataset | n | EM | F1 | acc | {role} valid % | other roles valid % "
+              "| prompt tok/q | compl. tok/q | s/q | top workflows |"),
              "|---|---|---:|---:|---:|---:|---:|---|---:|---:|---:|---|"]
     for r in rows:
         others = ", ".join(f"{k} {v:.0f}" for k, v in r["valid"].items() if k not in (role, "R"))
@@ -144,22 +144,27 @@ async def main(args: argparse.Namespace) -> None:
             print(f"{variant:28s} {name:9s} F1 {r['f1']:5.1f} acc {r['acc']:5.1f} "
                   f"{args.role} valid {r['role_valid']:5.1f} prompt {r['prompt_tokens']:5.0f} "
                   f"s/q {r['s_per_q']:.2f}", flush=True)
+            write(args, rows, llms)  # after every row: a long run killed midway keeps them
     for llm in {id(v): v for v in llms.values()}.values():
         await llm.aclose()
+    print(Path(args.out).with_suffix(".md").read_text())
+
+
+def write(args: argparse.Namespace, rows: list[dict], llms: dict) -> None:
     command = "python " + " ".join(sys.argv)
+    dtypes = sorted({str(getattr(v, "dtype", "?")).replace("torch.", "") for v in llms.values()})
     header = (f"# {args.role} prompt variants: {args.method}, {args.model}\n\n"
               f"- command: `{command}`\n"
               f"- development split: questions {args.offset}..{args.offset + args.n - 1} of "
               f"{args.datasets} (../shared/data), BM25 over each dataset's own corpus\n"
-              f"- greedy decoding, {args.concurrency} questions in flight; "
-              f"{datetime.now(UTC):%Y-%m-%d} on {platform.machine()} "
-              f"({platform.processor() or 'cpu'})")
+              f"- greedy decoding, {args.concurrency} questions in flight, dtype "
+              f"{', '.join(dtypes)}; {datetime.now(UTC):%Y-%m-%d} on {platform.machine()} "
+              "(2-core shared box: s/q includes other jobs' load)")
     out = Path(args.out)
     out.parent.mkdir(parents=True, exist_ok=True)
     out.with_suffix(".json").write_text(json.dumps(
         {"command": command, "rows": rows}, indent=1, ensure_ascii=False) + "\n")
     out.with_suffix(".md").write_text(markdown(rows, args.role, header))
-    print(markdown(rows, args.role, header))
 
 
 def parse_args(argv: list[str] | None = None) -> argparse.Namespace:

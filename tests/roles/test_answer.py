@@ -45,7 +45,31 @@ def test_ag_build_with_documents_shows_indices_titles_and_question():
     assert "Document1: (UK) The United Kingdom" in last
     assert len(last.split()) < 200  # long passages are clipped
     assert "When did Canada become independent?" in last
+    # zero-shot, the best-ranked document last, right before the question
+    assert [m["role"] for m in msgs] == ["system", "user"]
+    assert last.index("Document1: (UK)") < last.index("Document0: (Canada)") < last.index(
+        "Question:")
+
+
+def test_ag_variants_keep_the_old_few_shot_prompt_and_the_parser():
+    from marag.roles.variants import VARIANTS
+
+    docs = [Passage("a", "Canada", "Canada became independent in 1982."),
+            Passage("b", "UK", "The United Kingdom")]
+    old = VARIANTS["AG"]["fewshot"]
+    msgs = old.build(question="When did Canada become independent?", docs=docs)
     assert msgs[2] == {"role": "assistant", "content": "<answer>Mount Everest</answer>"}
+    last = msgs[-1]["content"]
+    assert last.index("Document0: (Canada)") < last.index("Document1: (UK)")
+    assert old.parse is AG.parse and old.stop == AG.stop
+    assert VARIANTS["AG"]["zeroshot-best-last-open"].reply_prefix == "<answer>"
+
+
+def test_an_unclosed_answer_is_its_first_line():
+    p = AG.parse("<answer>Dancing on Ice: 2019\nQuestion: When is it on?\nAnswer: 2019")
+    assert (p.value, p.valid) == ("Dancing on Ice: 2019", True)
+    closed = AG.parse("<answer>two\nlines</answer>")
+    assert closed.value == "two lines"
 
 
 def test_ag_build_without_documents():

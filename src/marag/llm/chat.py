@@ -34,7 +34,7 @@ def render_chat(tokenizer: Any, messages: Messages, generation_prompt: bool = Tr
         _warned.add(id(tokenizer))
     if cont:
         head = "".join(f"{m['role']}: {m['content']}\n" for m in messages[:-1])
-        return f"{head}assistant: {messages[-1]['content']}"
+        return f"{head}assistant:{messages[-1]['content']}"
     text = "".join(f"{m['role']}: {m['content']}\n" for m in messages)
     return text + "assistant:" if generation_prompt else text
 

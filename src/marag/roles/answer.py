@@ -4,12 +4,13 @@ which answers a decomposed question from its solved (sub-question, answer) pairs
 from __future__ import annotations
 
 from collections.abc import Sequence
+from dataclasses import dataclass
 
 from marag.roles.base import Messages, Parsed, Role
 from marag.roles.prompt import (
     DEFAULT_DOC_WORDS,
     chat,
-    render_docs,
+    clip_words,
     render_pairs,
     rewrite_line,
 )
@@ -43,18 +44,60 @@ Solved sub-questions:
 {_ASK}"""
 
 
-def build_ag(
-    question: str, docs: Sequence[Passage] | None = None, max_words: int = DEFAULT_DOC_WORDS,
-    rewrite: str | None = None,
-) -> Messages:
-    """``rewrite``: the search query QR wrote earlier in this round (JADE Algorithm 1 line 19:
-    each solving agent's output joins the context of the agents after it)."""
-    q = question.strip() + rewrite_line(rewrite)
-    if docs:
-        user = f"{render_docs(docs, max_words)}\nQuestion: {q}\n{_ASK}"
-        return chat(_AG_DOCS, _AG_EX_DOCS, "<answer>Mount Everest</answer>", user)
-    return chat(_AG_NO_DOCS, _AG_EX_NO_DOCS, "<answer>Paris</answer>", f"Question: {q}\n{_ASK}")
+@dataclass(frozen=True, slots=True)
+class AnswerPrompt:
+    """How AG's prompt with documents is written (without documents it is one fixed prompt).
 
+    The shipped choice (``DEFAULT_AG``) was measured with ``benchmarks/prompts.py`` on
+    SmolLM2-135M (docs/results/prompts/): no worked example (with one, the model learnt to
+    answer with the first document's title) and the best-ranked document last, right before
+    the question, which a small model attends to most. Other settings are named variants in
+    ``marag.roles.variants``."""
+
+    example: bool = False  # a worked exchange before the real question
+    doc_words: int = DEFAULT_DOC_WORDS  # passages cut to this many words (0: whole)
+    doc_style: str = "numbered"  # "numbered": Document0: (t) text; "titled": Doc 1 (Title: t) text
+    docs_in_system: bool = False  # documents in the system message (FlashRAG's layout)
+    best_last: bool = True  # the best-ranked document last, right before the question
+    example_in: str = _AG_EX_DOCS
+    example_out: str = "<answer>Mount Everest</answer>"
+
+    def docs(self, docs: Sequence[Passage]) -> str:
+        """One line per passage, numbered by rank (0 = best) whatever the order shown."""
+        ranked = list(enumerate(docs))
+        lines = []
+        for rank, d in reversed(ranked) if self.best_last else ranked:
+            text = clip_words(d.text, self.doc_words)
+            if self.doc_style == "titled":
+                lines.append(f"Doc {rank + 1} (Title: {d.title}) {text}")
+            else:
+                lines.append(f"Document{rank}: ({d.title}) {text}")
+        return "\n".join(lines)
+
+    def build(self, question: str, docs: Sequence[Passage] | None = None,
+              rewrite: str | None = None) -> Messages:
+        """``rewrite``: the search query QR wrote earlier in this round (JADE Algorithm 1 line
+        19: each solving agent's output joins the context of the agents after it)."""
+        q = question.strip() + rewrite_line(rewrite)
+        if not docs:
+            return chat(_AG_NO_DOCS, _AG_EX_NO_DOCS, "<answer>Paris</answer>",
+                        f"Question: {q}\n{_ASK}")
+        rendered = self.docs(docs)
+        if self.docs_in_system:
+            system, user = f"{_AG_DOCS}\nDocuments:\n{rendered}", f"Question: {q}\n{_ASK}"
+        else:
+            system, user = _AG_DOCS, f"{rendered}\nQuestion: {q}\n{_ASK}"
+        if self.example:
+            return chat(system, self.example_in, self.example_out, user)
+        return [{"role": "system", "content": system}, {"role": "user", "content": user}]
+
+
+DEFAULT_AG = AnswerPrompt()
+
+
+def build_ag(question: str, docs: Sequence[Passage] | None = None,
+             rewrite: str | None = None) -> Messages:
+    return DEFAULT_AG.build(question, docs, rewrite)
 
 
 def build_as(question: str, pairs: Sequence[Sequence[str]]) -> Messages:

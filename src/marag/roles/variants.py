@@ -15,62 +15,14 @@ from __future__ import annotations
 
 import difflib
 from collections.abc import Mapping, Sequence
-from dataclasses import dataclass, replace
+from dataclasses import replace
 
 from marag.config import ConfigError
 from marag.roles import answer, planner
+from marag.roles.answer import AnswerPrompt
 from marag.roles.base import Messages, Role
-from marag.roles.prompt import clip_words, rewrite_line
-from marag.types import Passage
 
-
-@dataclass(frozen=True, slots=True)
-class AnswerPrompt:
-    """One way of writing AG's prompt with documents (without documents AG is unchanged)."""
-
-    example: bool = True  # the worked exchange before the real question
-    doc_words: int = 100  # passages cut to this many words (0: whole)
-    doc_style: str = "numbered"  # "numbered": Document0: (title) text; "titled": Doc 1 (Title: t) text
-    docs_in_system: bool = False  # documents in the system message (FlashRAG's layout)
-    best_last: bool = False  # the best-ranked document last, right before the question
-    ask: str = answer._ASK  # the line after the question
-    example_in: str = answer._AG_EX_DOCS
-    example_out: str = "<answer>Mount Everest</answer>"
-
-    def docs(self, docs: Sequence[Passage]) -> str:
-        order = list(reversed(docs)) if self.best_last else list(docs)
-        ranks = list(range(len(docs)))[::-1] if self.best_last else list(range(len(docs)))
-        lines = []
-        for rank, d in zip(ranks, order, strict=True):
-            text = clip_words(d.text, self.doc_words)
-            if self.doc_style == "titled":
-                lines.append(f"Doc {rank + 1} (Title: {d.title}) {text}")
-            else:
-                lines.append(f"Document{rank}: ({d.title}) {text}")
-        return "\n".join(lines)
-
-    def build(self, question: str, docs: Sequence[Passage] | None = None,
-              max_words: int | None = None, rewrite: str | None = None) -> Messages:
-        del max_words  # the variant's own doc_words decides
-        if not docs:
-            return answer.build_ag(question, None, rewrite=rewrite)
-        q = question.strip() + rewrite_line(rewrite)
-        rendered = self.docs(docs)
-        if self.docs_in_system:
-            system = f"{answer._AG_DOCS}\nDocuments:\n{rendered}"
-            user = f"Question: {q}\n{self.ask}"
-        else:
-            system = answer._AG_DOCS
-            user = f"{rendered}\nQuestion: {q}\n{self.ask}"
-        messages = [{"role": "system", "content": system}]
-        if self.example:
-            messages += [{"role": "user", "content": self.example_in},
-                         {"role": "assistant", "content": self.example_out}]
-        return [*messages, {"role": "user", "content": user}]
-
-
-# An example whose answer is a fact inside a passage, not a title (with the title-answer
-# example SmolLM2 learnt to answer with the first document's title), best passage last.
+# An example whose answer is a fact inside a passage, not a title, best passage last.
 _EX_FACT = f"""Document1: (Paris) Paris is the capital and largest city of France.
 Document0: (Eiffel Tower) The Eiffel Tower is a wrought-iron lattice tower in Paris. It was \
 designed by Gustave Eiffel's company and completed in 1889.
@@ -135,17 +87,18 @@ def _planner_two_examples() -> Role:
 
 VARIANTS: dict[str, dict[str, Role]] = {
     "AG": {
-        "fewshot": _ag(AnswerPrompt()),
-        "zeroshot": _ag(AnswerPrompt(example=False)),
-        "zeroshot-60w": _ag(AnswerPrompt(example=False, doc_words=60)),
-        "zeroshot-whole": _ag(AnswerPrompt(example=False, doc_words=0)),
-        "zeroshot-best-last": _ag(AnswerPrompt(example=False, best_last=True)),
-        "zeroshot-system-docs": _ag(AnswerPrompt(example=False, docs_in_system=True,
+        # the shipped prompt until 2026-11-23: a worked example, best document first
+        "fewshot": _ag(AnswerPrompt(example=True, best_last=False)),
+        "zeroshot": _ag(AnswerPrompt(best_last=False)),
+        "zeroshot-60w": _ag(AnswerPrompt(best_last=False, doc_words=60)),
+        "zeroshot-whole": _ag(AnswerPrompt(best_last=False, doc_words=0)),
+        "zeroshot-best-last": _ag(AnswerPrompt()),  # = the default
+        "zeroshot-system-docs": _ag(AnswerPrompt(best_last=False, docs_in_system=True,
                                                  doc_style="titled")),
-        "fewshot-best-last": _ag(AnswerPrompt(best_last=True)),
-        "zeroshot-best-last-open": _ag(AnswerPrompt(example=False, best_last=True), "<answer>"),
-        "zeroshot-open": _ag(AnswerPrompt(example=False), "<answer>"),
-        "fact-example-best-last": _ag(AnswerPrompt(best_last=True, example_in=_EX_FACT,
+        "fewshot-best-last": _ag(AnswerPrompt(example=True)),
+        "zeroshot-best-last-open": _ag(AnswerPrompt(), "<answer>"),
+        "zeroshot-open": _ag(AnswerPrompt(best_last=False), "<answer>"),
+        "fact-example-best-last": _ag(AnswerPrompt(example=True, example_in=_EX_FACT,
                                                    example_out="<answer>1889</answer>")),
     },
     "planner": {
