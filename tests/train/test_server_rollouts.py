@@ -155,24 +155,36 @@ def test_server_rollout_setups_that_cannot_work_are_refused(tmp_path):
         make(tmp_path / "d", url)  # a good setup, but no server: said before any rollout
 
 
-def test_sharded_training_is_refused_with_the_reason():
+def test_sharded_training_is_refused_with_the_reason(monkeypatch):
     from types import SimpleNamespace
 
     from marag.train.trainer import _sharded, refuse_sharding
 
-    def acc(kind, stage=None):
+    def acc(kind, stage=None, fsdp=None):
         plugin = SimpleNamespace(zero_stage=stage) if stage else None
+        fsdp_plugin = SimpleNamespace(fsdp_version=fsdp) if fsdp else None
         return SimpleNamespace(state=SimpleNamespace(distributed_type=kind,
-                                                     deepspeed_plugin=plugin))
+                                                     deepspeed_plugin=plugin,
+                                                     fsdp_plugin=fsdp_plugin))
 
     assert _sharded(acc("DistributedType.MULTI_GPU")) == ""
-    assert _sharded(acc("DistributedType.FSDP")) == "FSDP"
+    assert _sharded(acc("DistributedType.FSDP", fsdp=2)) == "FSDP2"
+    assert _sharded(acc("DistributedType.FSDP", fsdp=1)) == "FSDP1"
     assert _sharded(acc("DistributedType.DEEPSPEED", 3)) == "DeepSpeed ZeRO-3"
     refuse_sharding("", "local")
+    refuse_sharding("FSDP2", "server")  # supported: tests/train/test_distributed.py
     with pytest.raises(TrainError, match="rollouts decode with that very module"):
-        refuse_sharding("FSDP", "local")
-    with pytest.raises(TrainError, match="unwrapped module"):
+        refuse_sharding("FSDP2", "local")
+    with pytest.raises(TrainError, match="fsdp_version: 2"):
+        refuse_sharding("FSDP1", "server")
+    with pytest.raises(TrainError, match="does not support"):
         refuse_sharding("DeepSpeed ZeRO-2", "server")
+    # launched for FSDP on a CPU: accelerate quietly runs DDP instead, the trainer says so
+    monkeypatch.setenv("ACCELERATE_USE_FSDP", "true")
+    with pytest.raises(TrainError, match="FSDP on GPUs only"):
+        _sharded(acc("DistributedType.MULTI_CPU"))
+    monkeypatch.delenv("ACCELERATE_USE_FSDP")
     cfg = load_config(None, ["method.name=llm-only"])
-    with pytest.raises(TrainError, match="FSDP"):
-        Trainer(cfg, "unused", questions=QUESTIONS, accelerator=acc("DistributedType.FSDP"))
+    with pytest.raises(TrainError, match="FSDP2"):
+        Trainer(cfg, "unused", questions=QUESTIONS,
+                accelerator=acc("DistributedType.FSDP", fsdp=2))

@@ -65,8 +65,8 @@ def run(args: argparse.Namespace) -> int:
         if held:
             write_jsonl(splits / "heldout.jsonl", held)
     rows = trainer.run(progress=not args.no_progress)
+    trainer.export(out / "policy")  # every process: under FSDP they gather the shards
     if trainer.acc.is_main_process:
-        trainer.export(out / "policy")
         last = rows[-1] if rows else None
         if last is not None:
             print(f"iteration {last['iteration']}: reward {last['reward']:.3f}, "

@@ -84,17 +84,46 @@ def trainable_parameters(module: nn.Module) -> list[nn.Parameter]:
     return [p for p in module.parameters() if p.requires_grad]
 
 
-def save_policy(policy: PolicyValue, out: str | Path) -> None:
+def save_policy(policy: PolicyValue, out: str | Path,
+                state: dict[str, torch.Tensor] | None = None) -> None:
     """The adapter (peft layout, loadable by ``--adapter``) or the full model, plus the value
-    head, into ``out``."""
+    head, into ``out``. ``state`` (every trainable tensor by name, whole) replaces the
+    module's own tensors: under FSDP those are shards, gathered by ``full_trainable``."""
     out = Path(out)
     out.mkdir(parents=True, exist_ok=True)
-    backbone = policy.backbone
-    if hasattr(backbone, "peft_config"):
-        backbone.save_pretrained(str(out))
+    save_backbone(policy, out, state)
+    if state is None:
+        head = policy.value_head.state_dict()
     else:
-        backbone.save_pretrained(str(out), safe_serialization=True)
-    torch.save(policy.value_head.state_dict(), out / VALUE_HEAD)
+        head = {k.removeprefix("value_head."): v for k, v in state.items()
+                if k.startswith("value_head.")}
+    torch.save(head, out / VALUE_HEAD)
+
+
+def save_backbone(policy: PolicyValue, out: str | Path,
+                  state: dict[str, torch.Tensor] | None = None) -> None:
+    """The adapter in peft's layout, or the full model (see ``save_policy`` for ``state``)."""
+    backbone = policy.backbone
+    kwargs: dict[str, Any] = {}
+    if state is not None:
+        kwargs["state_dict"] = {k.removeprefix("backbone."): v for k, v in state.items()
+                                if k.startswith("backbone.")}
+    if hasattr(backbone, "peft_config"):
+        backbone.save_pretrained(str(out), **kwargs)
+    else:
+        backbone.save_pretrained(str(out), safe_serialization=True, **kwargs)
+
+
+def full_trainable(policy: nn.Module) -> dict[str, torch.Tensor]:
+    """Every trainable tensor of ``policy`` by name, whole and on the CPU. Under FSDP a
+    parameter is a ``DTensor`` shard and ``full_tensor`` all-gathers it, so every process
+    must call this, in step."""
+    out = {}
+    for name, p in policy.named_parameters():
+        if p.requires_grad:
+            whole = p.full_tensor() if hasattr(p, "full_tensor") else p
+            out[name] = whole.detach().cpu().clone()
+    return out
 
 
 def load_value_head(policy: PolicyValue, src: str | Path) -> None:

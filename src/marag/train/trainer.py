@@ -11,7 +11,10 @@ PPO on shuffled mixed mini-batches) -> **sync** (the rollout backend drops stale
 Everything random is a function of ``(train.seed, iteration)``, so an iteration run after a
 resume is the iteration that would have run without the interruption. Data parallelism
 goes through ``accelerate`` (one process per device; each process rolls out its share of
-the questions; gradients are averaged by DDP).
+the questions; gradients are averaged by DDP). With rollouts from a server the policy may
+also be sharded by FSDP2: then every forward pass goes through the sharded module, each
+process runs as many of them as its peers (FSDP gathers parameters collectively), and the
+adapter sync and checkpoints gather the whole trainable tensors first.
 """
 
 from __future__ import annotations
@@ -20,6 +23,7 @@ import asyncio
 import copy
 import logging
 import math
+import os
 import time
 from collections import Counter
 from collections.abc import Iterator, Sequence
@@ -38,6 +42,7 @@ from marag.train.logbook import Logbook
 from marag.train.policy import (
     PolicyValue,
     attach_lora,
+    full_trainable,
     hidden_size,
     load_value_head,
     token_stats,
@@ -100,7 +105,8 @@ class Trainer:
         self.cfg = config.train
         self.out = Path(out)
         self.acc = accelerator or Accelerator(cpu=not torch.cuda.is_available())
-        refuse_sharding(_sharded(self.acc), self.cfg.rollout)
+        self.sharded = _sharded(self.acc)
+        refuse_sharding(self.sharded, self.cfg.rollout)
         self.roles = trained_roles(config)
         if not questions:
             raise TrainError("no training questions")
@@ -223,6 +229,10 @@ class Trainer:
         scheduler = torch.optim.lr_scheduler.LambdaLR(
             optimizer, lambda it: min(1.0, (it + 1) / warm) if warm else 1.0)
         self.module, self.optimizer = self.acc.prepare(self.policy, optimizer)
+        # scoring runs no backward: the bare module under DDP (whose forward would sync
+        # buffers with peers running a different number of forwards); the sharded one under
+        # FSDP, the only one that can gather the parameters
+        self._scorer = self.module if self.sharded else self.policy
         self.scheduler = scheduler
         self.pad_id = self.backend._decoder.pad_id
         self.eos = sorted(self.backend._decoder.eos_ids)
@@ -235,7 +245,8 @@ class Trainer:
         path = ckpt.latest(self.out / "checkpoints")
         if path is None:
             return
-        state = ckpt.load(path, self.policy, self.optimizer, self.scheduler)
+        state = ckpt.load(path, self.policy, self.optimizer, self.scheduler,
+                          sharded=bool(self.sharded))
         self.start = int(state["iteration"])
         self.kl.coef = float(state.get("kl_coef", self.kl.coef))
         if self.logbook is not None:
@@ -304,12 +315,17 @@ class Trainer:
         """Old logprobs and values with the current weights; reference logprobs with the
         adapter off (LoRA) or from the frozen copy (full fine-tuning)."""
         self.module.eval()
-        for items in self._micro(transitions):
+        micro = list(self._micro(transitions))
+        rounds = max(self._all_counts(len(micro))) if self.sharded else len(micro)
+        for j in range(rounds):
+            items = micro[j] if j < len(micro) else [self._dummy()]
             b = batch(items, self.pad_id, self.acc.device)
             allowed = [self._allowed(t) for t in items]
-            logp, _, values = token_stats(self.policy, b, allowed)
+            logp, _, values = token_stats(self._scorer, b, allowed)
             with self._reference() as ref_module:
                 ref_logp, _, _ = token_stats(ref_module, b, allowed)
+            if j >= len(micro):
+                continue  # a forward pass for the peers' parameter gathers only
             for i, t in enumerate(items):
                 n = len(t.response_ids)
                 t.old_logprobs = logp[i, -n:].float().cpu()
@@ -320,7 +336,7 @@ class Trainer:
     def _reference(self) -> Iterator[torch.nn.Module]:
         if self.reference is None:
             with self.policy.backbone.disable_adapter():
-                yield self.policy
+                yield self._scorer
         else:
             if self._ref_module is None:
                 self._ref_module = PolicyValue(self.reference, hidden_size(self.reference))
@@ -358,6 +374,8 @@ class Trainer:
                             stats[k] += v * len(chunk)
                         n_stat += len(chunk)
                 norm = acc.clip_grad_norm_(self.module.parameters(), self.cfg.max_grad_norm)
+                if hasattr(norm, "full_tensor"):  # FSDP2: a replicated DTensor
+                    norm = norm.full_tensor()
                 stats["grad_norm"] += float(norm) * max(1, len(items))
                 self.optimizer.step()
                 self.optimizer.zero_grad(set_to_none=True)
@@ -549,21 +567,23 @@ class Trainer:
 
     def push_adapter(self, version: int) -> None:
         """Save the adapter (atomically, a new folder per version) and have the rollout
-        server serve it under the trained roles' model name. Main process only; the others
-        wait so that no process rolls out before the server has the new weights."""
-        import os
+        server serve it under the trained roles' model name. The main process writes and calls
+        the server (under FSDP after all processes gathered the adapter); the others wait so
+        that no process rolls out before the server has the new weights."""
         import shutil
 
         from marag.llm.base import LLMError
         from marag.llm.lora_http import load_lora_adapter
+        from marag.train.policy import save_backbone
 
+        whole = full_trainable(self.policy) if self.sharded else None
         if self.acc.is_main_process:
             root = Path(self.cfg.sync_dir or self.out / "sync").resolve()
             root.mkdir(parents=True, exist_ok=True)
             dest = root / f"adapter-iter-{version:06d}"
             tmp = root / f".tmp-{dest.name}"
             shutil.rmtree(tmp, ignore_errors=True)
-            self.policy.backbone.save_pretrained(str(tmp))
+            save_backbone(self.policy, tmp, whole)
             shutil.rmtree(dest, ignore_errors=True)
             os.replace(tmp, dest)
             server = self.server
@@ -650,9 +670,14 @@ class Trainer:
         return out
 
     def save(self, it: int) -> None:
+        whole = opt_state = None
+        if self.sharded:  # every process takes part in the gathers; the main one writes
+            whole = full_trainable(self.policy)
+            opt_state = ckpt.optimizer_state_by_name(self.policy, self.optimizer)
         if self.acc.is_main_process:
             ckpt.save(self.out / "checkpoints", it + 1, self.policy, self.optimizer,
-                      self.scheduler, {"kl_coef": self.kl.coef}, self.cfg.keep_checkpoints)
+                      self.scheduler, {"kl_coef": self.kl.coef}, self.cfg.keep_checkpoints,
+                      trainable=whole, optimizer_state=opt_state)
         self.acc.wait_for_everyone()
 
     def run(self, progress: bool = False) -> list[dict[str, Any]]:
@@ -684,10 +709,14 @@ class Trainer:
         return rows
 
     def export(self, dest: str | Path) -> Path:
-        """Write the current policy (adapter or full model, and value head) to ``dest``."""
+        """Write the current policy (adapter or full model, and value head) to ``dest``.
+        Every process calls this (under FSDP they gather the tensors); the main one writes."""
         from marag.train.policy import save_policy
 
-        save_policy(self.policy, dest)
+        whole = full_trainable(self.policy) if self.sharded else None
+        if self.acc.is_main_process:
+            save_policy(self.policy, dest, whole)
+        self.acc.wait_for_everyone()
         return Path(dest)
 
 
@@ -697,31 +726,49 @@ def _null() -> Iterator[None]:
 
 
 def refuse_sharding(mode: str, rollout: str) -> None:
-    """FSDP and DeepSpeed ZeRO shard parameters (ZeRO-1/2: optimiser state and gradients);
-    the trainer reads the unwrapped module's full parameters in several places, so it runs
-    under plain DDP only, and says why for the mode asked for."""
-    if not mode:
+    """Which parameter-sharding setups the trainer runs, and why not the others.
+
+    FSDP2 runs with rollouts from a server: every forward pass then goes through the sharded
+    module and the adapter sync and checkpoints gather the whole tensors. With local rollouts
+    the backend decodes token by token with the training module itself, which a sharded
+    module could only do by gathering every layer for every token. FSDP1 wraps the module in
+    flat parameters that the adapter toggling and the gathers here do not handle, and
+    DeepSpeed's engine owns the optimizer step and checkpoints in its own way."""
+    if not mode or (mode == "FSDP2" and rollout == "server"):
         return
-    if rollout == "local":
+    if mode == "FSDP1":
         raise TrainError(
-            f"accelerate runs {mode}, which shards the policy, while rollouts decode with that "
-            "very module (train.rollout: local). Launch with DDP (configs/accelerate/ddp-*.yaml)"
-            "; with rollouts from a server (train.rollout: server) the decoding reason goes "
-            "away, but sharded training is not built yet either")
+            "accelerate runs FSDP version 1; the trainer supports FSDP2 (fsdp_version: 2, as in "
+            "configs/accelerate/fsdp-gpu.yaml) with train.rollout: server, or DDP")
+    if mode.startswith("DeepSpeed"):
+        raise TrainError(
+            f"accelerate runs {mode}, which the trainer does not support (DeepSpeed's engine "
+            "owns the optimizer step, gradient clipping and checkpoints). Launch with DDP "
+            "(configs/accelerate/ddp-*.yaml) or, with train.rollout: server, FSDP2 "
+            "(configs/accelerate/fsdp-gpu.yaml)")
     raise TrainError(
-        f"accelerate runs {mode}: with train.rollout: server the rollouts no longer need the "
-        "full module, but the trainer's logprob scoring, adapter sync and checkpoints still "
-        "read the unwrapped module's parameters, which a sharded setup does not hold. Launch "
-        "with DDP (configs/accelerate/ddp-*.yaml); LoRA keeps every rank's copy small")
+        f"accelerate runs {mode}, which shards the policy, while rollouts decode with that "
+        "very module (train.rollout: local), one token at a time. Launch with DDP "
+        "(configs/accelerate/ddp-*.yaml), or decode on a server (train.rollout: server, see "
+        "docs/training.md), which FSDP2 supports")
 
 
 def _sharded(acc: Any) -> str:
     """The name of accelerate's parameter-sharding mode in use ('' for none/DDP)."""
     kind = str(getattr(acc.state, "distributed_type", ""))
     if "FSDP" in kind:
-        return "FSDP"
+        plugin = getattr(acc.state, "fsdp_plugin", None)
+        return f"FSDP{getattr(plugin, 'fsdp_version', 1)}"
     if "DEEPSPEED" in kind:
         plugin = getattr(acc.state, "deepspeed_plugin", None)
         stage = getattr(plugin, "zero_stage", None)
         return f"DeepSpeed ZeRO-{stage}" if stage else "DeepSpeed"
+    for env, name in (("ACCELERATE_USE_FSDP", "FSDP"), ("ACCELERATE_USE_DEEPSPEED", "DeepSpeed")):
+        if os.environ.get(env, "false").lower() == "true":
+            # accelerate (1.15) selects FSDP only for GPU-like devices, DeepSpeed never with
+            # cpu: on a CPU it would run plain data parallelism instead of what was asked for
+            raise TrainError(
+                f"accelerate was launched for {name} but runs {kind or 'one process'}: "
+                f"accelerate enables {name} on GPUs only. Launch with "
+                "configs/accelerate/ddp-cpu.yaml on a CPU")
     return ""
