@@ -163,7 +163,8 @@ def write(args: argparse.Namespace, rows: list[dict], llms: dict) -> None:
     out = Path(args.out)
     out.parent.mkdir(parents=True, exist_ok=True)
     out.with_suffix(".json").write_text(json.dumps(
-        {"command": command, "rows": rows}, indent=1, ensure_ascii=False) + "\n")
+        {"command": command, "method": args.method, "model": args.model, "dtype": dtypes,
+         "rows": rows}, indent=1, ensure_ascii=False) + "\n")
     out.with_suffix(".md").write_text(markdown(rows, args.role, header))
 
 

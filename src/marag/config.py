@@ -134,7 +134,7 @@ class MethodConfig(Section):
 
 
 class EvalConfig(Section):
-    concurrency: int = Field(8, ge=1)
+    concurrency: int = Field(16, ge=1)  # = llms.*.max_batch_size: full decode batches
     limit: int | None = Field(None, ge=1)
     seed: int = 0
     # Seconds one question may take before it is recorded as failed (None: no limit). Backends

@@ -23,7 +23,7 @@ def register(sub: Any) -> None:
                    help="evaluate only this many questions (a seeded sample); sets eval.limit")
     p.add_argument("--seed", type=int, default=None, help="sampling seed for --limit; sets eval.seed")
     p.add_argument("--concurrency", type=int, default=None,
-                   help="questions in flight at once; sets eval.concurrency (default 8)")
+                   help="questions in flight at once; sets eval.concurrency (default 16)")
     p.add_argument("--question-timeout", type=float, default=None, metavar="SECONDS",
                    help="record a question as failed when its workflow runs longer than this; "
                         "sets eval.question_timeout (default: no limit)")

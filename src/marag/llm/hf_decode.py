@@ -92,8 +92,11 @@ class DecodeResult:
     seconds: float
 
 
-def _left_pad(rows: list[Row], pad_id: int) -> tuple[torch.Tensor, torch.Tensor]:
+def _left_pad(rows: list[Row], pad_id: int,
+              multiple: int = 1) -> tuple[torch.Tensor, torch.Tensor]:
+    """Rows left-padded to the longest, rounded up to ``multiple`` columns."""
     width = max(len(r.prompt_ids) for r in rows)
+    width = -(-width // multiple) * multiple
     ids = torch.full((len(rows), width), pad_id, dtype=torch.long)
     mask = torch.zeros((len(rows), width), dtype=torch.long)
     for i, r in enumerate(rows):
@@ -226,6 +229,9 @@ class PrefixCache:
         self._entries.clear()
 
 
+PAD_MULTIPLE = 32
+
+
 class BatchDecoder:
     """Decodes rows with a shared KV cache. Not thread-safe: callers serialise ``run``."""
 
@@ -258,6 +264,12 @@ class BatchDecoder:
         # Reusing a prefix's KV needs the same plain growing layers (a sliding-window ring
         # cannot be pre-filled with padded prefixes), so it is off wherever joining is.
         self.prefix_cache = PrefixCache(prefix_entries) if prefix_cache and self.can_join else None
+        # bf16/fp16 matmuls on CPU (oneDNN) compile a kernel for every new input shape, about
+        # a second each on the 2-core box: prefill widths rounded up to a multiple of
+        # PAD_MULTIPLE repeat, so a run compiles a few dozen kernels instead of one per prompt
+        # length (benchmarks/e2e_profile.py). fp32 and GPU kernels are not shape-compiled.
+        low = getattr(model, "dtype", torch.float32) in (torch.bfloat16, torch.float16)
+        self.pad_multiple = PAD_MULTIPLE if low and model.device.type == "cpu" else 1
 
     def _forward(self, ids: torch.Tensor, mask: torch.Tensor, pos: torch.Tensor,
                  cache: Any) -> torch.Tensor:
@@ -299,7 +311,7 @@ class BatchDecoder:
                 r.generator = torch.Generator(self.model.device).manual_seed(int(seed))
         if self.prefix_cache is not None and any(r.prefix_len for r in rows):
             return self._prefill_with_prefixes(rows)
-        ids, mask = _left_pad(rows, self.pad_id)
+        ids, mask = _left_pad(rows, self.pad_id, self.pad_multiple)
         pos = (mask.cumsum(-1) - 1).clamp(min=0)
         cache = DynamicCache(config=self.model.config)
         t0 = time.perf_counter()
@@ -346,7 +358,7 @@ class BatchDecoder:
         kvs = [self._prefix_kv(r) if r.prefix_len else None for r in rows]
         width_p = max(r.prefix_len for r in rows)
         suffixes = [Row(r.prompt_ids[r.prefix_len:], r.params) for r in rows]
-        ids, sfx_mask = _left_pad(suffixes, self.pad_id)
+        ids, sfx_mask = _left_pad(suffixes, self.pad_id, self.pad_multiple)
         pre_mask = torch.zeros((len(rows), width_p), dtype=torch.long)
         for i, r in enumerate(rows):
             if r.prefix_len:

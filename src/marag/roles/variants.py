@@ -21,6 +21,7 @@ from marag.config import ConfigError
 from marag.roles import answer, planner
 from marag.roles.answer import AnswerPrompt
 from marag.roles.base import Messages, Role
+from marag.roles.prompt import chat
 
 # An example whose answer is a fact inside a passage, not a title, best passage last.
 _EX_FACT = f"""Document1: (Paris) Paris is the capital and largest city of France.
@@ -34,34 +35,29 @@ def _ag(spec: AnswerPrompt, reply_prefix: str = "") -> Role:
     return replace(answer.AG, build=spec.build, reply_prefix=reply_prefix)
 
 
-_PLANS = ("AG", "R, AG", "QR, R, AG", "R, DS, AG", "QR, R, DS, AG")
-
-_MENU = f"""You choose how to answer a question. The plans you can choose:
-{chr(10).join(f"<workflow>{p}</workflow>" for p in _PLANS)}
-<workflow>QDS</workflow> (the question needs one fact to find the next)
-<workflow>QDP</workflow> (the question compares or joins independent facts)
-QR rewrites the question as a search query, R retrieves documents, DS keeps the useful ones, \
-AG writes the answer, QDS and QDP split the question into sub-questions.
-Reply with one plan, exactly as written above."""
-
-_MENU_NO_SPLIT = f"""You choose how to answer a question. The plans you can choose:
-{chr(10).join(f"<workflow>{p}</workflow>" for p in _PLANS)}
-QR rewrites the question as a search query, R retrieves documents, DS keeps the useful ones, \
-AG writes the answer.
-Reply with one plan, exactly as written above."""
-
-
-def _planner_menu(example: bool) -> Role:
+def _planner_tools(example: bool = True) -> Role:
+    """The planner prompt shipped before 2026-11-23: the tools listed, the plan rule in words."""
     def build(question: str, allow_decompose: bool = True,
               pairs: Sequence[Sequence[str]] | None = None) -> Messages:
         if pairs is not None:
             return planner.build(question, allow_decompose, pairs)
-        system = _MENU if allow_decompose else _MENU_NO_SPLIT
-        messages = [{"role": "system", "content": system}]
+        system = planner._TOOLS if allow_decompose else planner._TOOLS_NO_SPLIT
+        user = f"Question: {question.strip()}\nPlan:"
         if example:
-            messages += [{"role": "user", "content": planner._EXAMPLE_IN},
-                         {"role": "assistant", "content": planner._EXAMPLE_OUT}]
-        return [*messages, {"role": "user", "content": f"Question: {question.strip()}\nPlan:"}]
+            return chat(system, planner._EXAMPLE_IN, planner._EXAMPLE_OUT, user)
+        return [{"role": "system", "content": system}, {"role": "user", "content": user}]
+
+    return replace(planner.ROLE, build=build)
+
+
+def _planner_menu_zeroshot() -> Role:
+    def build(question: str, allow_decompose: bool = True,
+              pairs: Sequence[Sequence[str]] | None = None) -> Messages:
+        if pairs is not None:
+            return planner.build(question, allow_decompose, pairs)
+        system = planner._MENU if allow_decompose else planner._MENU_NO_SPLIT
+        return [{"role": "system", "content": system},
+                {"role": "user", "content": f"Question: {question.strip()}\nPlan:"}]
 
     return replace(planner.ROLE, build=build)
 
@@ -73,7 +69,7 @@ def _planner_two_examples() -> Role:
         if pairs is not None or not allow_decompose:
             return planner.build(question, allow_decompose, pairs)
         return [
-            {"role": "system", "content": planner._SYSTEM},
+            {"role": "system", "content": planner._TOOLS},
             {"role": "user", "content": planner._EXAMPLE_IN},
             {"role": "assistant", "content": planner._EXAMPLE_OUT},
             {"role": "user", "content": "Question: Who is older, the author of Dracula or the "
@@ -102,8 +98,9 @@ VARIANTS: dict[str, dict[str, Role]] = {
                                                    example_out="<answer>1889</answer>")),
     },
     "planner": {
-        "menu": _planner_menu(example=True),
-        "menu-zeroshot": _planner_menu(example=False),
+        "menu": planner.ROLE,  # = the default
+        "menu-zeroshot": _planner_menu_zeroshot(),
+        "tools": _planner_tools(),  # shipped before 2026-11-23
         "two-examples": _planner_two_examples(),
     },
 }
