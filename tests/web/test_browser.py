@@ -93,7 +93,8 @@ def test_ask_and_browse_runs(browser, index_dir, runs_dir, live_server):
         ag = d.find_element(By.CSS_SELECTOR, '#ask-trace [data-node="1"] details[data-role="AG"]')
         ag.find_element(By.TAG_NAME, "summary").click()
         body = _wait(d, lambda d: ag.find_element(By.CSS_SELECTOR, ".step-body")).text
-        assert "\n[user] Document0: (Inception)" in body  # the prompt, one-shot example first
+        # the prompt: the system message, then the documents (best ranked last) and question
+        assert "\n[user] Document" in body and "Document0: (Inception)" in body
         assert "RAW OUTPUT\n<answer>Christopher Nolan\nPARSED\n\"Christopher Nolan\"" in body
         assert "VALIDITY\nvalid" in body and "2 completion tokens" in body
 
