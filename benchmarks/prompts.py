@@ -147,7 +147,7 @@ async def main(args: argparse.Namespace) -> None:
             write(args, rows, llms)  # after every row: a long run killed midway keeps them
     for llm in {id(v): v for v in llms.values()}.values():
         await llm.aclose()
-    print(Path(args.out).with_suffix(".md").read_text())
+    print(Path(args.out + ".md").read_text())
 
 
 def write(args: argparse.Namespace, rows: list[dict], llms: dict) -> None:
@@ -162,10 +162,11 @@ def write(args: argparse.Namespace, rows: list[dict], llms: dict) -> None:
               "(2-core shared box: s/q includes other jobs' load)")
     out = Path(args.out)
     out.parent.mkdir(parents=True, exist_ok=True)
-    out.with_suffix(".json").write_text(json.dumps(
+    # names like "qwen2.5-coder-0.5b-jade" hold dots: add the suffix, never replace one
+    out.with_name(out.name + ".json").write_text(json.dumps(
         {"command": command, "method": args.method, "model": args.model, "dtype": dtypes,
          "rows": rows}, indent=1, ensure_ascii=False) + "\n")
-    out.with_suffix(".md").write_text(markdown(rows, args.role, header))
+    out.with_name(out.name + ".md").write_text(markdown(rows, args.role, header))
 
 
 def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
