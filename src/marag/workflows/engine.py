@@ -232,9 +232,9 @@ class Run:
 
     def restricts(self, role_name: str, key: str, what: str) -> bool:
         """Whether ``role_name`` decodes restricted to its allowed text (``what``) in this run:
-        the option ``method.<key>``, or when None, whether the role's backend can restrict. A backend that
-        cannot gets a trace note instead (it would ignore the restriction, and the step's
-        sampling record would claim one that was never applied)."""
+        the option ``method.<key>``, or when None, whether the role's backend can restrict. A
+        backend that cannot gets a trace note instead (it would ignore the restriction, and the
+        step's sampling record would claim one that was never applied)."""
         cfg = self.config
         if self.ctx.route(role_name, self.trace.method).role.allowed_text is None:
             return False  # this role's prompt (e.g. a paper profile's) defines no restriction
