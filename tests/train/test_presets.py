@@ -77,7 +77,6 @@ LOCAL = [p for p in PRESETS if load_config(p).train.rollout == "local"]
 
 @pytest.mark.parametrize("path", LOCAL, ids=[p.stem for p in LOCAL])
 def test_preset_makes_one_iteration_on_the_tiny_model(path, tmp_path):
-    torch.set_num_threads(1)
     cfg = load_run_config(argparse.Namespace(config=str(path)), TINY)
     ctx = Context(llms=_tiny_llms(cfg), config=cfg, retriever=Docs())
     torch.manual_seed(0)

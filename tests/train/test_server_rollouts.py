@@ -5,10 +5,6 @@ update, while the trainer keeps the policy locally for logprobs and updates."""
 from __future__ import annotations
 
 import asyncio
-import socket
-import threading
-import time
-from contextlib import contextmanager
 
 import pytest
 import torch
@@ -29,36 +25,6 @@ QUESTIONS = [Question("q1", "What is the capital of France?", ["Paris"]),
 
 LORA = "policy-lora"
 HI = [{"role": "user", "content": "What is the capital of France?"}]
-
-
-@pytest.fixture(autouse=True)
-def _one_thread():
-    before = torch.get_num_threads()
-    torch.set_num_threads(1)
-    yield
-    torch.set_num_threads(before)
-
-
-@contextmanager
-def served(app):
-    import uvicorn
-
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        port = s.getsockname()[1]
-    server = uvicorn.Server(uvicorn.Config(app, host="127.0.0.1", port=port, log_level="error",
-                                           timeout_graceful_shutdown=1))
-    thread = threading.Thread(target=server.run, daemon=True)
-    thread.start()
-    deadline = time.monotonic() + 20
-    while not server.started:
-        assert thread.is_alive() and time.monotonic() < deadline, "server did not start"
-        time.sleep(0.01)
-    try:
-        yield f"http://127.0.0.1:{port}/v1"
-    finally:
-        server.should_exit = True
-        thread.join(10)
 
 
 def _server_app(template: str | None = None):
@@ -95,9 +61,10 @@ async def _greedy(backend, messages) -> list[float]:
     return c.logprobs
 
 
-def test_two_iterations_with_the_adapter_reloaded_into_the_server(tmp_path):
+def test_two_iterations_with_the_adapter_reloaded_into_the_server(tmp_path, serve_app):
     app = _server_app()
-    with served(app) as url:
+    with serve_app(app) as base:
+        url = f"{base}/v1"
         tr = make(tmp_path, url)
         adapters = app.state.adapters
         assert adapters.get(LORA) is not None  # the starting adapter, before any rollout
@@ -126,16 +93,18 @@ def test_two_iterations_with_the_adapter_reloaded_into_the_server(tmp_path):
         assert max(abs(a - b) for a, b in zip(served_lp, base_lp)) > 1e-3
 
 
-def test_a_server_with_another_chat_template_is_refused(tmp_path):
+def test_a_server_with_another_chat_template_is_refused(tmp_path, serve_app):
     other = "{% for m in messages %}{{ m['content'] }}\n{% endfor %}assistant:"
-    with served(_server_app(other)) as url:
+    with serve_app(_server_app(other)) as base:
+        url = f"{base}/v1"
         tr = make(tmp_path, url, "train.iterations=1")
         with pytest.raises(TrainError, match="prompt token ids differ"):
             tr.run()
 
 
-def test_a_server_that_keeps_old_weights_is_caught(tmp_path):
-    with served(_server_app()) as url:
+def test_a_server_that_keeps_old_weights_is_caught(tmp_path, serve_app):
+    with serve_app(_server_app()) as base:
+        url = f"{base}/v1"
         tr = make(tmp_path, url, "train.max_logprob_gap=1e-3")
         tr.push_adapter = lambda version: None  # the server never gets the update
         tr.iteration(0)

@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import pytest
-import torch
 
 from marag.cli import main
 from marag.config import SFTConfig
@@ -42,7 +41,6 @@ def test_selector_labels_from_word_overlap():
 
 
 def test_sft_lowers_the_loss_and_writes_an_adapter(tmp_path):
-    torch.set_num_threads(1)
     model, tok = build_tiny_model(seed=0)
     backend = HFBackend("tiny", model=model, tokenizer=tok)
     ex = [sft.Example("AG", [{"role": "user", "content": "What is the capital of France?"}],

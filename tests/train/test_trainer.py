@@ -31,14 +31,6 @@ class Docs(Retriever):
         return [Hits(q, docs, [1.0] * len(docs)) for q in queries]
 
 
-@pytest.fixture(autouse=True)
-def _one_thread():
-    before = torch.get_num_threads()
-    torch.set_num_threads(1)
-    yield
-    torch.set_num_threads(before)
-
-
 def make(tmp_path, *overrides: str, method: str = "llm-only", questions=QUESTIONS):
     cfg = load_config(None, [
         f"method.name={method}", "method.top_k=2", "train.iterations=2",
