@@ -68,12 +68,11 @@ def _run_fsdp_job(out: Path, url: str, processes: int) -> dict:
 
 
 @pytest.mark.slow
-def test_fsdp_on_two_processes_trains_and_resumes_as_one_process(tmp_path):
+def test_fsdp_on_two_processes_trains_and_resumes_as_one_process(tmp_path, serve_app):
     """Rollouts from a serve-llm thread; one plain process runs 2 iterations, 2 processes
     with the policy sharded by FSDP2 run iteration 1, checkpoint, and a fresh sharded trainer
     resumes and runs iteration 2. Same rollouts, same updates, same adapter on disk."""
     from safetensors.torch import load_file
-    from test_server_rollouts import served
 
     from marag.llm.hf_local import HFBackend
     from marag.llm.server import create_app
@@ -84,7 +83,8 @@ def test_fsdp_on_two_processes_trains_and_resumes_as_one_process(tmp_path):
     # which requests the two runs happen to send together
     app = create_app(HFBackend("tiny", model=model, tokenizer=tok, batch_wait_ms=0,
                                max_batch_size=1), ["tiny"], allow_lora_updates=True)
-    with served(app) as url:
+    with serve_app(app) as base:
+        url = f"{base}/v1"
         one = _run_fsdp_job(tmp_path / "one", url, 1)
         two = _run_fsdp_job(tmp_path / "two", url, 2)
     assert (one["world"], one["sharded"]) == (1, "")
