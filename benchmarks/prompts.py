@@ -35,7 +35,7 @@ from marag.eval.summary import role_validity, trace_cost, workflow_type
 from marag.llm.factory import make_llms
 from marag.metrics import score_trace
 from marag.retrieval.factory import build_index
-from marag.types import Trace
+from marag.types import Trace, dumps
 from marag.workflows import run_method
 from marag.workflows.engine import Run
 
@@ -139,6 +139,11 @@ async def main(args: argparse.Namespace) -> None:
             seconds = time.perf_counter() - t0
             if ctx.retriever is not None:
                 ctx.retriever.close()
+            if args.traces:  # every trace, to read what the model wrote
+                tdir = Path(args.traces)
+                tdir.mkdir(parents=True, exist_ok=True)
+                (tdir / f"{variant}-{name}.jsonl").write_text(
+                    "".join(dumps(t) + "\n" for t in traces))
             r = row(variant, name, traces, seconds, args.role)
             rows.append(r)
             print(f"{variant:28s} {name:9s} F1 {r['f1']:5.1f} acc {r['acc']:5.1f} "
@@ -184,6 +189,8 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
     p.add_argument("--concurrency", type=int, default=8)
     p.add_argument("--cache", default="runs/prompts")
     p.add_argument("--out", default="runs/prompts/result")
+    p.add_argument("--traces", default=None, metavar="DIR",
+                   help="also write each variant's traces to DIR/VARIANT-DATASET.jsonl")
     return p.parse_args(argv)
 
 

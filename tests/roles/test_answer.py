@@ -98,3 +98,32 @@ def test_decoding_limits():
     for role in (AG, AS):
         assert role.stop == ("</answer>",)
         assert role.max_tokens <= 64
+
+
+def test_focus_words_keeps_the_window_around_the_question_words():
+    from marag.roles.prompt import focus_words
+
+    text = ("Early life and schooling filled many pages here. " * 4
+            + "Lithium batteries use lithium cobalt oxide as the cathode mineral. "
+            + "Later sections cover recycling and prices in great detail. " * 4)
+    out = focus_words(text, "What mineral is in lithium batteries?", 12)
+    assert "Lithium batteries use lithium cobalt oxide as the cathode mineral." in out
+    assert out.startswith("... ") and out.endswith(" ...")
+    assert len(out.split()) == 12 + 2  # the window and two ellipses
+    # nothing matches: the start of the text, as clip_words would cut it
+    assert focus_words(text, "zebra?", 5) == "Early life and schooling filled ..."
+    # short texts and max_words <= 0 stay whole, whitespace folded
+    assert focus_words("a  b\nc", "b", 5) == "a b c"
+    assert focus_words(text, "lithium", 0) == " ".join(text.split())
+
+
+def test_focused_ag_variant_cuts_each_passage_around_the_question():
+    from marag.roles.variants import VARIANTS
+
+    filler = "unrelated words about other topics " * 20
+    docs = [Passage("a", "Canada", filler + "Canada became independent in 1982. " + filler)]
+    q = "When did Canada become independent?"
+    focused = VARIANTS["AG"]["zeroshot-best-last-focus60"].build(question=q, docs=docs)
+    plain = VARIANTS["AG"]["zeroshot-best-last-60w"].build(question=q, docs=docs)
+    assert "Canada became independent in 1982." in focused[-1]["content"]
+    assert "1982" not in plain[-1]["content"]

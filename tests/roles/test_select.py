@@ -55,3 +55,15 @@ def test_build_numbers_documents_in_order():
 def test_allowed_text_lists_ids():
     assert allowed_text(3) == ("<id>", "</id>", "Document", ",", " ", "0", "1", "2",
                                " 0", " 1", " 2")
+
+
+def test_zeroshot_selector_variant_has_no_example_and_the_same_parser():
+    from marag.roles.variants import VARIANTS
+
+    docs = [Passage("a", "Canada", "Canada became independent in 1982."),
+            Passage("b", "UK", "The United Kingdom")]
+    msgs = VARIANTS["DS"]["zeroshot"].build(question="When?", docs=docs, rewrite="Canada 1982")
+    assert [m["role"] for m in msgs] == ["system", "user"]
+    assert msgs[1]["content"].startswith("Document0: (Canada)")
+    assert "Canada 1982" in msgs[1]["content"]
+    assert VARIANTS["DS"]["zeroshot"].parse("<id>1</id>", n_docs=2).value == [1]

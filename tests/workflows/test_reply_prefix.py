@@ -96,3 +96,19 @@ def test_variant_roles_keep_the_default_parser():
 
     for name, role in VARIANTS["AG"].items():
         assert replace(role, build=answer.AG.build, reply_prefix="") == answer.AG, name
+
+
+def test_open_variants_start_the_reply_with_their_tag_and_keep_the_role():
+    from marag.roles.registry import get_role
+    from marag.roles.variants import VARIANTS
+
+    for name, variants in VARIANTS.items():
+        if name in ("AG", "planner"):
+            continue
+        base = get_role(name)
+        assert variants["example"] is base, name
+        opened = variants["open"]
+        assert opened.reply_prefix.startswith("<") and opened.reply_prefix.endswith(">")
+        assert replace(opened, reply_prefix="") == base, name
+        # the parser reads the opened reply: prefix + completion
+        assert opened.name == base.name and opened.parse is base.parse

@@ -11,6 +11,7 @@ from marag.roles.prompt import (
     DEFAULT_DOC_WORDS,
     chat,
     clip_words,
+    focus_words,
     render_pairs,
     rewrite_line,
 )
@@ -61,13 +62,17 @@ class AnswerPrompt:
     best_last: bool = True  # the best-ranked document last, right before the question
     example_in: str = _AG_EX_DOCS
     example_out: str = "<answer>Mount Everest</answer>"
+    # cut each passage to the window of ``doc_words`` words sharing most words with the
+    # question (instead of its first ``doc_words`` words)
+    focus: bool = False
 
-    def docs(self, docs: Sequence[Passage]) -> str:
+    def docs(self, docs: Sequence[Passage], question: str = "") -> str:
         """One line per passage, numbered by rank (0 = best) whatever the order shown."""
         ranked = list(enumerate(docs))
         lines = []
         for rank, d in reversed(ranked) if self.best_last else ranked:
-            text = clip_words(d.text, self.doc_words)
+            text = (focus_words(d.text, question, self.doc_words) if self.focus
+                    else clip_words(d.text, self.doc_words))
             if self.doc_style == "titled":
                 lines.append(f"Doc {rank + 1} (Title: {d.title}) {text}")
             else:
@@ -82,7 +87,7 @@ class AnswerPrompt:
         if not docs:
             return chat(_AG_NO_DOCS, _AG_EX_NO_DOCS, "<answer>Paris</answer>",
                         f"Question: {q}\n{_ASK}")
-        rendered = self.docs(docs)
+        rendered = self.docs(docs, q)
         if self.docs_in_system:
             system, user = f"{_AG_DOCS}\nDocuments:\n{rendered}", f"Question: {q}\n{_ASK}"
         else:

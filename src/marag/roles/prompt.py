@@ -26,6 +26,37 @@ def clip_words(text: str, max_words: int) -> str:
     return " ".join(words[:max_words]) + " ..."
 
 
+_STOP = frozenset(["a", "an", "and", "are", "as", "at", "be", "by", "did", "do", "does", "for", "from", "had", "has", "have", "he", "her", "his", "how", "in", "is", "it", "its", "of", "on", "or", "she", "that", "the", "their", "them", "they", "this", "to", "was", "were", "what", "when", "where", "which", "who", "whom", "whose", "why", "will", "with"])
+
+
+def _terms(text: str) -> set[str]:
+    return {w for w in (t.strip(".,;:!?'\"()[]").lower() for t in text.split())
+            if w and w not in _STOP}
+
+
+def focus_words(text: str, query: str, max_words: int) -> str:
+    """``text`` cut to a ``max_words``-word window holding the most words of ``query`` (stop
+    words aside), with ``...`` where words were left out. Of the windows that hold as many,
+    the middle one is kept, so the matches sit near its centre with context on both sides;
+    the start of the text when nothing matches. ``max_words`` <= 0 keeps the whole text."""
+    words = text.split()
+    if max_words <= 0 or len(words) <= max_words:
+        return " ".join(words)
+    wanted = _terms(query)
+    hits = [w.strip(".,;:!?'\"()[]").lower() in wanted for w in words]
+    score = sum(hits[:max_words])
+    scores = [score]
+    for i in range(1, len(words) - max_words + 1):
+        score += hits[i + max_words - 1] - hits[i - 1]
+        scores.append(score)
+    best = max(scores)
+    tied = [i for i, s in enumerate(scores) if s == best]
+    start = tied[len(tied) // 2] if best else 0
+    end = start + max_words
+    return ("... " if start else "") + " ".join(words[start:end]) + (
+        " ..." if end < len(words) else "")
+
+
 def render_docs(docs: Sequence[Passage] | None, max_words: int = DEFAULT_DOC_WORDS) -> str:
     """``Document{i}: ({title}) {text}``, one per line, numbered from 0 in the given order."""
     if not docs:

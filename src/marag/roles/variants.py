@@ -18,10 +18,11 @@ from collections.abc import Mapping, Sequence
 from dataclasses import replace
 
 from marag.config import ConfigError
-from marag.roles import answer, planner
+from marag.roles import answer, decompose, mask, planner, rewrite, select
 from marag.roles.answer import AnswerPrompt
 from marag.roles.base import Messages, Role
-from marag.roles.prompt import chat
+from marag.roles.prompt import DEFAULT_DOC_WORDS, chat, render_docs, rewrite_line
+from marag.types import Passage
 
 # An example whose answer is a fact inside a passage, not a title, best passage last.
 _EX_FACT = f"""Document1: (Paris) Paris is the capital and largest city of France.
@@ -33,6 +34,23 @@ Question: When was the Eiffel Tower completed?
 
 def _ag(spec: AnswerPrompt, reply_prefix: str = "") -> Role:
     return replace(answer.AG, build=spec.build, reply_prefix=reply_prefix)
+
+
+def _open(role: Role, prefix: str) -> Role:
+    """``role`` with its reply opened by marag with ``prefix`` (its format's first tag), which
+    local backends continue (``Role.reply_prefix``); elsewhere the prompt is unchanged."""
+    return replace(role, reply_prefix=prefix)
+
+
+def _select_zeroshot() -> Role:
+    """DS without the worked example."""
+    def build(question: str, docs: Sequence[Passage], max_words: int = DEFAULT_DOC_WORDS,
+              rewrite: str | None = None) -> Messages:
+        user = (f"{render_docs(docs, max_words)}\nQuestion: {question.strip()}"
+                f"{rewrite_line(rewrite)}\n{select._ASK}")
+        return [{"role": "system", "content": select._SYSTEM}, {"role": "user", "content": user}]
+
+    return replace(select.ROLE, build=build)
 
 
 def _planner_tools(example: bool = True) -> Role:
@@ -84,19 +102,39 @@ def _planner_two_examples() -> Role:
 VARIANTS: dict[str, dict[str, Role]] = {
     "AG": {
         # the shipped prompt until 2026-11-23: a worked example, best document first
-        "fewshot": _ag(AnswerPrompt(example=True, best_last=False)),
-        "zeroshot": _ag(AnswerPrompt(best_last=False)),
+        "fewshot": _ag(AnswerPrompt(example=True, best_last=False, doc_words=100)),
+        "zeroshot": _ag(AnswerPrompt(best_last=False, doc_words=100)),
         "zeroshot-60w": _ag(AnswerPrompt(best_last=False, doc_words=60)),
         "zeroshot-whole": _ag(AnswerPrompt(best_last=False, doc_words=0)),
         "zeroshot-best-last": _ag(AnswerPrompt()),  # = the default
+        "zeroshot-best-last-80w": _ag(AnswerPrompt(doc_words=80)),
+        "zeroshot-best-last-60w": _ag(AnswerPrompt(doc_words=60)),
+        "zeroshot-best-last-45w": _ag(AnswerPrompt(doc_words=45)),
+        "zeroshot-best-last-focus60": _ag(AnswerPrompt(doc_words=60, focus=True)),
+        "zeroshot-best-last-focus40": _ag(AnswerPrompt(doc_words=40, focus=True)),
         "zeroshot-system-docs": _ag(AnswerPrompt(best_last=False, docs_in_system=True,
-                                                 doc_style="titled")),
-        "fewshot-best-last": _ag(AnswerPrompt(example=True)),
-        "zeroshot-best-last-open": _ag(AnswerPrompt(), "<answer>"),
-        "zeroshot-open": _ag(AnswerPrompt(best_last=False), "<answer>"),
-        "fact-example-best-last": _ag(AnswerPrompt(example=True, example_in=_EX_FACT,
+                                                 doc_words=100, doc_style="titled")),
+        "fewshot-best-last": _ag(AnswerPrompt(example=True, doc_words=100)),
+        "zeroshot-best-last-open": _ag(AnswerPrompt(doc_words=100), "<answer>"),
+        "zeroshot-open": _ag(AnswerPrompt(best_last=False, doc_words=100), "<answer>"),
+        "fact-example-best-last": _ag(AnswerPrompt(example=True, doc_words=100,
+                                                   example_in=_EX_FACT,
                                                    example_out="<answer>1889</answer>")),
     },
+    "DS": {
+        "example": select.ROLE,  # = the default
+        "zeroshot": _select_zeroshot(),
+        "open": _open(select.ROLE, "<id>"),
+    },
+    "QR": {"example": rewrite.ROLE, "open": _open(rewrite.ROLE, "<query>")},
+    "QDS": {"example": decompose.QDS, "open": _open(decompose.QDS, "<q1>")},
+    "QDP": {"example": decompose.QDP, "open": _open(decompose.QDP, "<q1>")},
+    "AS": {"example": answer.AS, "open": _open(answer.AS, "<answer>")},
+    "mmoa.QR": {"example": decompose.MMOA_QR, "open": _open(decompose.MMOA_QR, "<q1>")},
+    "mask.plan": {"example": mask.PLAN, "open": _open(mask.PLAN, "<q1>")},
+    "mask.summary": {"example": mask.SUMMARY, "open": _open(mask.SUMMARY, "<evidence>")},
+    "mask.answer": {"example": mask.ANSWER,
+                    "open": _open(mask.ANSWER, "<predicted_answer>")},
     "planner": {
         "menu": planner.ROLE,  # = the default
         "menu-zeroshot": _planner_menu_zeroshot(),
