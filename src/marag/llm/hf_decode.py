@@ -303,7 +303,7 @@ class BatchDecoder:
         return bool(row.finish_reason)
 
     def _prefill(self, rows: list[Row]) -> _Batch:
-        from marag.llm.kv_cache import new_cache
+        from transformers import DynamicCache
 
         for r in rows:
             if r.params.temperature > 0:
@@ -313,7 +313,7 @@ class BatchDecoder:
             return self._prefill_with_prefixes(rows)
         ids, mask = _left_pad(rows, self.pad_id, self.pad_multiple)
         pos = (mask.cumsum(-1) - 1).clamp(min=0)
-        cache = new_cache(self.model.config)
+        cache = DynamicCache(config=self.model.config)
         t0 = time.perf_counter()
         logits = self._forward(ids, mask, pos, cache)
         self._count_prefill(t0, ids, mask)
@@ -329,14 +329,14 @@ class BatchDecoder:
 
     def _prefix_kv(self, r: Row) -> list[tuple[torch.Tensor, torch.Tensor]]:
         """The KV of ``r``'s prefix: from the cache, or computed alone (no padding) and kept."""
-        from marag.llm.kv_cache import new_cache
+        from transformers import DynamicCache
 
         assert self.prefix_cache is not None
         key = tuple(r.prompt_ids[: r.prefix_len])
         kv = self.prefix_cache.get(key)
         if kv is None:
             ids = torch.tensor([key], dtype=torch.long)
-            cache = new_cache(self.model.config)
+            cache = DynamicCache(config=self.model.config)
             t0 = time.perf_counter()
             self._forward(ids, torch.ones_like(ids), torch.arange(len(key))[None, :], cache)
             self.stats.prefix_s += time.perf_counter() - t0
@@ -353,7 +353,7 @@ class BatchDecoder:
         The attention mask hides both pads and each suffix token gets the position id it has
         in the full prompt, so every real token sees exactly what an unpadded prefill shows it.
         """
-        from marag.llm.kv_cache import new_cache
+        from transformers import DynamicCache
 
         kvs = [self._prefix_kv(r) if r.prefix_len else None for r in rows]
         width_p = max(r.prefix_len for r in rows)
@@ -366,7 +366,7 @@ class BatchDecoder:
         offsets = torch.tensor([r.prefix_len for r in rows], dtype=torch.long)
         pos = (sfx_mask.cumsum(-1) - 1).clamp(min=0) + offsets[:, None]
         mask = torch.cat([pre_mask, sfx_mask], dim=1)
-        cache = new_cache(self.model.config)
+        cache = DynamicCache(config=self.model.config)
         some = next(kv for kv in kvs if kv is not None)
         for layer_idx, (k0, v0) in enumerate(some):
             keys = k0.new_zeros((len(rows), k0.shape[1], width_p, k0.shape[3]))
