@@ -112,3 +112,18 @@ def test_open_variants_start_the_reply_with_their_tag_and_keep_the_role():
         assert replace(opened, reply_prefix="") == base, name
         # the parser reads the opened reply: prefix + completion
         assert opened.name == base.name and opened.parse is base.parse
+
+
+async def test_the_planner_reply_is_opened_with_its_tag(ctx_for):
+    llm = Continuing("R, AG")  # what a continuing backend writes after "<workflow>"
+    run = Run(ctx_for(llm, None), Q, "jade")
+    root = run.add_node(Q.question)
+    parsed, step = await run.call("planner", root.id, question=Q.question)
+    messages, _ = llm.seen[0]
+    assert messages[-1] == {"role": "assistant", "content": "<workflow>"}
+    assert (list(parsed.value), parsed.valid) == (["R", "AG"], True)
+    # the measured variants keep the prompts they were measured with
+    from marag.roles.variants import VARIANTS
+
+    assert VARIANTS["planner"]["menu"].reply_prefix == ""
+    assert VARIANTS["planner"]["tools"].reply_prefix == ""

@@ -65,7 +65,7 @@ def _planner_tools(example: bool = True) -> Role:
             return chat(system, planner._EXAMPLE_IN, planner._EXAMPLE_OUT, user)
         return [{"role": "system", "content": system}, {"role": "user", "content": user}]
 
-    return replace(planner.ROLE, build=build)
+    return replace(planner.ROLE, build=build, reply_prefix="")
 
 
 def _planner_menu_zeroshot() -> Role:
@@ -77,7 +77,7 @@ def _planner_menu_zeroshot() -> Role:
         return [{"role": "system", "content": system},
                 {"role": "user", "content": f"Question: {question.strip()}\nPlan:"}]
 
-    return replace(planner.ROLE, build=build)
+    return replace(planner.ROLE, build=build, reply_prefix="")
 
 
 def _planner_two_examples() -> Role:
@@ -96,7 +96,7 @@ def _planner_two_examples() -> Role:
             {"role": "user", "content": f"Question: {question.strip()}\nPlan:"},
         ]
 
-    return replace(planner.ROLE, build=build)
+    return replace(planner.ROLE, build=build, reply_prefix="")
 
 
 VARIANTS: dict[str, dict[str, Role]] = {
@@ -136,7 +136,8 @@ VARIANTS: dict[str, dict[str, Role]] = {
     "mask.answer": {"example": mask.ANSWER,
                     "open": _open(mask.ANSWER, "<predicted_answer>")},
     "planner": {
-        "menu": planner.ROLE,  # = the default
+        "menu": replace(planner.ROLE, reply_prefix=""),  # shipped until the tag was opened
+        "menu-open": planner.ROLE,  # = the default
         "menu-zeroshot": _planner_menu_zeroshot(),
         "tools": _planner_tools(),  # shipped before 2026-11-23
         "two-examples": _planner_two_examples(),
