@@ -118,7 +118,7 @@ async def test_the_planner_reply_is_opened_with_its_tag(ctx_for):
     llm = Continuing("R, AG")  # what a continuing backend writes after "<workflow>"
     run = Run(ctx_for(llm, None), Q, "jade")
     root = run.add_node(Q.question)
-    parsed, step = await run.call("planner", root.id, question=Q.question)
+    parsed, _ = await run.call("planner", root.id, question=Q.question)
     messages, _ = llm.seen[0]
     assert messages[-1] == {"role": "assistant", "content": "<workflow>"}
     assert (list(parsed.value), parsed.valid) == (["R", "AG"], True)
