@@ -26,12 +26,24 @@ def clip_words(text: str, max_words: int) -> str:
     return " ".join(words[:max_words]) + " ..."
 
 
-_STOP = frozenset(["a", "an", "and", "are", "as", "at", "be", "by", "did", "do", "does", "for", "from", "had", "has", "have", "he", "her", "his", "how", "in", "is", "it", "its", "of", "on", "or", "she", "that", "the", "their", "them", "they", "this", "to", "was", "were", "what", "when", "where", "which", "who", "whom", "whose", "why", "will", "with"])
+# question words that say nothing about where the answer is (focus_words ignores them)
+_STOP = frozenset([
+    "a", "an", "and", "are", "as", "at", "be", "by", "did", "do", "does", "for", "from", "had",
+    "has", "have", "he", "her", "his", "how", "in", "is", "it", "its", "of", "on", "or", "she",
+    "that", "the", "their", "them", "they", "this", "to", "was", "were", "what", "when",
+    "where", "which", "who", "whom", "whose", "why", "will", "with",
+])
+
+
+_PUNCT = ".,;:!?'\"()[]"
+
+
+def _word(token: str) -> str:
+    return token.strip(_PUNCT).lower()
 
 
 def _terms(text: str) -> set[str]:
-    return {w for w in (t.strip(".,;:!?'\"()[]").lower() for t in text.split())
-            if w and w not in _STOP}
+    return {w for w in map(_word, text.split()) if w and w not in _STOP}
 
 
 def focus_words(text: str, query: str, max_words: int) -> str:
@@ -43,7 +55,7 @@ def focus_words(text: str, query: str, max_words: int) -> str:
     if max_words <= 0 or len(words) <= max_words:
         return " ".join(words)
     wanted = _terms(query)
-    hits = [w.strip(".,;:!?'\"()[]").lower() in wanted for w in words]
+    hits = [_word(w) in wanted for w in words]
     score = sum(hits[:max_words])
     scores = [score]
     for i in range(1, len(words) - max_words + 1):

@@ -102,8 +102,8 @@ def _planner_two_examples() -> Role:
 VARIANTS: dict[str, dict[str, Role]] = {
     "AG": {
         # the shipped prompt until 2026-11-23: a worked example, best document first
-        "fewshot": _ag(AnswerPrompt(example=True, best_last=False, doc_words=100)),
-        "zeroshot": _ag(AnswerPrompt(best_last=False, doc_words=100)),
+        "fewshot": _ag(AnswerPrompt(example=True, best_last=False)),
+        "zeroshot": _ag(AnswerPrompt(best_last=False)),
         "zeroshot-60w": _ag(AnswerPrompt(best_last=False, doc_words=60)),
         "zeroshot-whole": _ag(AnswerPrompt(best_last=False, doc_words=0)),
         "zeroshot-best-last": _ag(AnswerPrompt()),  # = the default
@@ -113,12 +113,11 @@ VARIANTS: dict[str, dict[str, Role]] = {
         "zeroshot-best-last-focus60": _ag(AnswerPrompt(doc_words=60, focus=True)),
         "zeroshot-best-last-focus40": _ag(AnswerPrompt(doc_words=40, focus=True)),
         "zeroshot-system-docs": _ag(AnswerPrompt(best_last=False, docs_in_system=True,
-                                                 doc_words=100, doc_style="titled")),
-        "fewshot-best-last": _ag(AnswerPrompt(example=True, doc_words=100)),
-        "zeroshot-best-last-open": _ag(AnswerPrompt(doc_words=100), "<answer>"),
-        "zeroshot-open": _ag(AnswerPrompt(best_last=False, doc_words=100), "<answer>"),
-        "fact-example-best-last": _ag(AnswerPrompt(example=True, doc_words=100,
-                                                   example_in=_EX_FACT,
+                                                 doc_style="titled")),
+        "fewshot-best-last": _ag(AnswerPrompt(example=True)),
+        "zeroshot-best-last-open": _ag(AnswerPrompt(), "<answer>"),
+        "zeroshot-open": _ag(AnswerPrompt(best_last=False), "<answer>"),
+        "fact-example-best-last": _ag(AnswerPrompt(example=True, example_in=_EX_FACT,
                                                    example_out="<answer>1889</answer>")),
     },
     "DS": {
