@@ -168,7 +168,8 @@ def allowed_text(allow_decompose: bool = True, pairs: Sequence[Sequence[str]] | 
 
 # The reply is opened with the tag on backends that continue an assistant turn (hf): with
 # plan-code decoding SmolLM2 then wrote a valid plan for 81 of 100 development questions
-# against 79 without it (docs/results/prompts/README.md).
+# against 79 without it (root call alone; full jade runs: 78 either way; see
+# docs/results/prompts/README.md).
 ROLE = Role(
     name="planner",
     build=build,
