@@ -10,6 +10,7 @@ the tag to use.
 
 from __future__ import annotations
 
+import re
 from collections.abc import Iterable, Sequence
 
 from marag.roles.base import Messages
@@ -26,24 +27,19 @@ def clip_words(text: str, max_words: int) -> str:
     return " ".join(words[:max_words]) + " ..."
 
 
-# question words that say nothing about where the answer is (focus_words ignores them)
-_STOP = frozenset([
+# words that say nothing about a question's topic (question words, articles, auxiliaries)
+STOP_WORDS = frozenset([
     "a", "an", "and", "are", "as", "at", "be", "by", "did", "do", "does", "for", "from", "had",
     "has", "have", "he", "her", "his", "how", "in", "is", "it", "its", "of", "on", "or", "she",
     "that", "the", "their", "them", "they", "this", "to", "was", "were", "what", "when",
     "where", "which", "who", "whom", "whose", "why", "will", "with",
 ])
+_WORD = re.compile(r"[a-z0-9]+")
 
 
-_PUNCT = ".,;:!?'\"()[]"
-
-
-def _word(token: str) -> str:
-    return token.strip(_PUNCT).lower()
-
-
-def _terms(text: str) -> set[str]:
-    return {w for w in map(_word, text.split()) if w and w not in _STOP}
+def content_words(text: str) -> set[str]:
+    """The lower-cased alphanumeric words of ``text`` that are not ``STOP_WORDS``."""
+    return {w for w in _WORD.findall(text.lower()) if w not in STOP_WORDS}
 
 
 def focus_words(text: str, query: str, max_words: int) -> str:
@@ -54,8 +50,8 @@ def focus_words(text: str, query: str, max_words: int) -> str:
     words = text.split()
     if max_words <= 0 or len(words) <= max_words:
         return " ".join(words)
-    wanted = _terms(query)
-    hits = [_word(w) in wanted for w in words]
+    wanted = content_words(query)
+    hits = [not wanted.isdisjoint(content_words(w)) for w in words]
     score = sum(hits[:max_words])
     scores = [score]
     for i in range(1, len(words) - max_words + 1):

@@ -14,7 +14,6 @@ from __future__ import annotations
 
 import logging
 import random
-import re
 from collections.abc import Sequence
 from dataclasses import dataclass
 from pathlib import Path
@@ -24,13 +23,10 @@ import torch
 
 from marag.config import SFTConfig
 from marag.llm.chat import prompt_ids, text_ids
+from marag.roles.prompt import content_words
 from marag.types import Question, Trace
 
 log = logging.getLogger(__name__)
-
-_STOP = {"a", "an", "the", "of", "in", "on", "at", "to", "for", "and", "or", "is", "was", "were",
-         "are", "be", "by", "with", "from", "as", "that", "this", "which", "who", "whom", "what",
-         "when", "where", "why", "how", "did", "does", "do", "it", "its", "his", "her", "their"}
 
 
 @dataclass
@@ -51,10 +47,6 @@ def examples_from_traces(traces: Sequence[Trace], roles: Sequence[str], min_f1: 
             if s.is_llm and s.valid and (not keep or s.role in keep) and s.raw.strip():
                 out.append(Example(s.role, s.messages, s.raw))
     return out
-
-
-def content_words(text: str) -> set[str]:
-    return {w for w in re.findall(r"[a-z0-9]+", text.lower()) if w not in _STOP}
 
 
 def useful_documents(question: str, answers: Sequence[str], docs: Sequence[Any],
