@@ -35,12 +35,17 @@ _FILLER = re.compile(r"\b(?:and|ids?|documents?|docs?)\b|[\s,;.&+/|#\[\]()]+", r
 _BARE = re.compile(r"document\s*(\d{1,6})", re.IGNORECASE)
 
 
+def user_turn(question: str, docs: Sequence[Passage], max_words: int = DEFAULT_DOC_WORDS,
+              rewrite: str | None = None) -> str:
+    """The documents, the question and the request for ids. ``rewrite``: the query QR wrote
+    earlier in this round (JADE Algorithm 1 line 19)."""
+    q = question.strip() + rewrite_line(rewrite)
+    return f"{render_docs(docs, max_words)}\nQuestion: {q}\n{_ASK}"
+
+
 def build(question: str, docs: Sequence[Passage], max_words: int = DEFAULT_DOC_WORDS,
           rewrite: str | None = None) -> Messages:
-    """``rewrite``: the query QR wrote earlier in this round (JADE Algorithm 1 line 19)."""
-    q = question.strip() + rewrite_line(rewrite)
-    user = f"{render_docs(docs, max_words)}\nQuestion: {q}\n{_ASK}"
-    return chat(_SYSTEM, _EXAMPLE_IN, _EXAMPLE_OUT, user)
+    return chat(_SYSTEM, _EXAMPLE_IN, _EXAMPLE_OUT, user_turn(question, docs, max_words, rewrite))
 
 
 def parse(text: str, n_docs: int = 0, **_: object) -> Parsed:

@@ -21,7 +21,7 @@ from marag.config import ConfigError
 from marag.roles import answer, decompose, mask, planner, rewrite, select
 from marag.roles.answer import AnswerPrompt
 from marag.roles.base import Messages, Role
-from marag.roles.prompt import DEFAULT_DOC_WORDS, chat, render_docs, rewrite_line
+from marag.roles.prompt import DEFAULT_DOC_WORDS, chat
 from marag.types import Passage
 
 # An example whose answer is a fact inside a passage, not a title, best passage last.
@@ -46,9 +46,8 @@ def _select_zeroshot() -> Role:
     """DS without the worked example."""
     def build(question: str, docs: Sequence[Passage], max_words: int = DEFAULT_DOC_WORDS,
               rewrite: str | None = None) -> Messages:
-        user = (f"{render_docs(docs, max_words)}\nQuestion: {question.strip()}"
-                f"{rewrite_line(rewrite)}\n{select._ASK}")
-        return [{"role": "system", "content": select._SYSTEM}, {"role": "user", "content": user}]
+        return [{"role": "system", "content": select._SYSTEM},
+                {"role": "user", "content": select.user_turn(question, docs, max_words, rewrite)}]
 
     return replace(select.ROLE, build=build)
 
