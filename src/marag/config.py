@@ -212,28 +212,51 @@ class TrainConfig(Section):
     # than this per token on average (a server that did not load the adapter); None: record
     max_logprob_gap: float | None = Field(None, gt=0)
     save_rollouts: bool = True  # each iteration's traces to rollouts/iter-N.jsonl
-    estimator: Literal["gae", "per-step", "grpo"] = "gae"
+    # how rewards become advantages (marag.train.advantages): turn-gae (one value per step,
+    # GAE over a trace's steps: a final reward reaches the planner), gae (token-level GAE
+    # over a trace's steps laid end to end), per-step (each step its own episode: per-turn /
+    # per-agent credit), grpo (trace return against its question's group, no critic)
+    estimator: Literal["turn-gae", "gae", "per-step", "grpo"] = "turn-gae"
     gamma: float = Field(1.0, ge=0, le=1)
-    lam: float = Field(0.95, ge=0, le=1)
+    lam: float = Field(1.0, ge=0, le=1)
+    scale_rewards: Literal["group", "none"] = "group"  # grpo: divide by the group's std
     ppo_epochs: int = Field(1, ge=1)
     minibatch_size: int = Field(8, ge=1)  # transitions per optimiser step (all processes)
-    micro_batch_size: int = Field(4, ge=1)  # transitions per forward pass
+    micro_batch_size: int = Field(4, ge=1)  # transitions per forward+backward pass
+    score_micro_batch_size: int = Field(8, ge=1)  # transitions per no-grad scoring pass
+    # old logprobs: recompute them with the policy (exact PPO ratios), or take the rollout's
+    # own (skips the pass when nothing else needs it; exact only when the rollout decoded
+    # with these weights in this dtype: see the logged logprob_gap)
+    old_logprobs: Literal["recompute", "rollout"] = "recompute"
     lr: float = Field(1e-5, gt=0)
     critic_lr: float = Field(1e-4, gt=0)
+    lr_schedule: Literal["constant", "cosine"] = "constant"  # cosine: to 10% at `iterations`
     weight_decay: float = Field(0.0, ge=0)
     warmup_iterations: int = Field(0, ge=0)
     clip: float = Field(0.2, gt=0)
-    value_clip: float = Field(0.2, gt=0)
+    clip_ratio_c: float | None = Field(3.0, gt=1)  # dual clip for negative advantages
+    value_clip: float | None = Field(0.2, gt=0)  # None: unclipped value loss
     vf_coef: float = Field(0.5, ge=0)
+    # shared: the value head reads the adapter's hidden states and its loss trains the
+    # adapter too; detached: the value head reads them with the gradient stopped
+    critic: Literal["shared", "detached"] = "shared"
     entropy_coef: float = Field(0.0, ge=0)
+    # token-mean: every token weighs the same; seq-mean-token-mean: every step weighs the same
+    loss_agg: Literal["token-mean", "seq-mean-token-mean"] = "token-mean"
     kl_coef: float = Field(0.02, ge=0)
-    kl_mode: Literal["reward", "loss"] = "reward"  # k1 in the reward, or k3 as a loss term
+    # k1 in the reward, or k3 as a loss term (grpo needs loss: its returns are normalised)
+    kl_mode: Literal["reward", "loss"] = "reward"
     kl_target: float | None = Field(None, gt=0)  # adaptive coefficient towards this KL
-    kl_horizon: int = Field(10000, ge=1)
-    max_grad_norm: float = Field(1.0, gt=0)
+    kl_horizon: int = Field(1000, ge=1)  # in trained steps (sequences), as verl counts
+    max_grad_norm: float = Field(1.0, gt=0)  # the policy's (adapter's) gradient clip
+    critic_max_grad_norm: float = Field(1.0, gt=0)  # the value head's, clipped apart
+    # optimizer steps in a row with a non-finite gradient norm (each skipped) before stopping
+    max_skipped_steps: int = Field(3, ge=1)
     whiten_advantages: bool = True
     lora: LoraConfig = Field(default_factory=LoraConfig)
-    dtype: Literal["auto", "float32", "bfloat16"] = "auto"  # auto: fp32 on CPU, bf16 on GPU
+    # what scoring, updates and local rollouts compute in (weights and optimizer state stay
+    # as loaded, logits float32): auto = bfloat16 autocast where the CPU/GPU has bf16 units
+    dtype: Literal["auto", "float32", "bfloat16"] = "auto"
     seed: int = 0
     save_every: int = Field(1, ge=1)
     eval_every: int = Field(0, ge=0)  # 0: no periodic held-out evaluation

@@ -49,6 +49,8 @@ def trainer(out: str, url: str, iterations: int, acc) -> Trainer:
     questions = [Question(f"q{i}", f"Question number {i}: what is the capital of France?",
                           ["Paris"]) for i in range(4)]
     cfg = load_config(None, [
+        # exact fp32 and token-level GAE: these tests compare runs, not estimators
+        "train.dtype=float32", "train.estimator=gae", "train.lam=0.95",
         "method.name=llm-only", f"train.iterations={iterations}",
         "train.questions_per_iteration=4", "train.samples_per_question=2",
         "train.concurrency=2", "train.minibatch_size=8", "train.micro_batch_size=2",

@@ -37,6 +37,8 @@ def _server_app(template: str | None = None):
 
 def make(tmp_path, url: str, *overrides: str):
     cfg = load_config(None, [
+        # exact fp32 and token-level GAE: these tests compare runs, not estimators
+        "train.dtype=float32", "train.estimator=gae", "train.lam=0.95",
         "method.name=llm-only", "train.iterations=2", "train.questions_per_iteration=2",
         "train.samples_per_question=2", "train.concurrency=2", "train.minibatch_size=4",
         "train.micro_batch_size=2", "train.lr=2e-2", "train.critic_lr=1e-3", "train.lora.r=4",

@@ -37,7 +37,10 @@ def make(tmp_path, *overrides: str, method: str = "llm-only", questions=QUESTION
         "train.questions_per_iteration=2", "train.samples_per_question=2",
         "train.concurrency=1", "train.minibatch_size=4", "train.micro_batch_size=2",
         "train.lr=1e-3", "train.critic_lr=1e-3", "train.lora.r=4",
-        "train.lora.target_modules=[q_proj,v_proj]", "train.seed=3", *overrides])
+        "train.lora.target_modules=[q_proj,v_proj]", "train.seed=3",
+        # token-level GAE: the tiny model's equal rewards still give per-token advantages,
+        # so these mechanics tests see the adapter move from the first update
+        "train.estimator=gae", "train.lam=0.95", *overrides])
     model, tok = build_tiny_model(seed=0)
     backend = HFBackend("tiny", model=model, tokenizer=tok, batch_wait_ms=0,
                         max_batch_size=4)
@@ -102,9 +105,11 @@ def test_resume_reproduces_the_next_iteration_exactly(tmp_path):
     assert rows == [1, 2]
 
 
-@pytest.mark.parametrize("estimator", ["gae", "per-step", "grpo"])
+@pytest.mark.parametrize("estimator", ["turn-gae", "gae", "per-step", "grpo"])
 def test_jade_trains_every_role_it_ran(tmp_path, estimator):
-    tr = make(tmp_path, "train.iterations=1", f"train.estimator={estimator}", method="jade")
+    kl = ["train.kl_mode=loss"] if estimator == "grpo" else []
+    tr = make(tmp_path, "train.iterations=1", f"train.estimator={estimator}", *kl,
+              method="jade")
     traces = tr.rollout(0)
     from marag.train.experience import collect
     from marag.train.rewards import step_rewards
@@ -205,9 +210,54 @@ def test_kl_as_a_loss_with_an_adaptive_coefficient(tmp_path):
     assert all(math.isfinite(r[k]) for r in rows for k in ("pg_loss", "vf_loss", "kl_k3"))
     assert rows[0]["kl_coef"] == 0.1
     # each row reports the coefficient it ran with; the controller then moves it by
-    # clip(kl / target - 1, -0.2, 0.2) * n / horizon, with n = 2 questions per iteration
+    # clip(kl / target - 1, -0.2, 0.2) * n / horizon, with n = the iteration's 4 trained
+    # steps (sequences, as verl counts)
     for before, after in itertools.pairwise(rows):
         err = max(-0.2, min(0.2, before["kl"] / 0.0001 - 1.0))
-        assert after["kl_coef"] == pytest.approx(before["kl_coef"] * (1 + err * 2 / 10))
+        assert after["kl_coef"] == pytest.approx(before["kl_coef"] * (1 + err * 4 / 10))
     assert rows[0]["kl"] == 0.0  # a fresh LoRA adapter is the reference exactly
     assert rows[1]["kl"] > 0.0001 and rows[2]["kl_coef"] > rows[1]["kl_coef"]
+
+
+def test_jade_with_entropy_and_kl_loss_under_the_restricted_planner_stays_finite(tmp_path):
+    """The issue's reproduction on the tiny model: jade's planner decodes under a restricted
+    vocabulary that excludes the pad token; entropy bonus and KL-as-loss used to make the
+    gradient NaN (and the run went on, saving NaN weights)."""
+    import math
+
+    tr = make(tmp_path, "train.iterations=2", "train.entropy_coef=0.01", "train.kl_mode=loss",
+              "train.estimator=turn-gae", "train.lam=1.0", method="jade")
+    traces = tr.rollout(0)
+    assert any(s.sampling and s.sampling.get("allowed_text") for t in traces for s in t.steps)
+    rows = tr.run()
+    for row in rows:
+        for key in ("pg_loss", "vf_loss", "grad_norm", "grad_norm.value", "entropy", "kl_k3",
+                    "kl"):
+            assert math.isfinite(row[key]), (key, row[key])
+        assert row["skipped_steps"] == 0
+    assert all(torch.isfinite(p).all() for p in tr.policy.parameters())
+
+
+def test_grpo_with_kl_in_the_reward_is_refused(tmp_path):
+    from marag.train.trainer import TrainError
+
+    with pytest.raises(TrainError, match="kl_mode: loss"):
+        make(tmp_path, "train.estimator=grpo", "train.kl_mode=reward")
+
+
+def test_lora_dropout_is_refused(tmp_path):
+    from marag.train.trainer import TrainError
+
+    with pytest.raises(TrainError, match="dropout"):
+        make(tmp_path, "train.lora.dropout=0.1")
+
+
+def test_full_fine_tuning_reference_has_no_value_head(tmp_path):
+    from marag.train.policy import ReferenceLM
+
+    tr = make(tmp_path, "train.iterations=1", "train.lora.enabled=false")
+    ref = tr.learner.reference
+    assert isinstance(ref, ReferenceLM)
+    assert not any("value_head" in n for n, _ in ref.named_parameters())
+    device = next(tr.policy.parameters()).device
+    assert all(p.device == device for p in ref.parameters())

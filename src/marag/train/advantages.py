@@ -1,15 +1,27 @@
-"""Per-token rewards and advantages for the transitions of one iteration.
+"""Rewards and advantages for the transitions of one iteration.
 
-Three estimators (``train.estimator``):
+Four estimators (``train.estimator``):
 
-* ``gae``: GAE over each trace's trainable steps laid end to end (``core.chained_gae``), so a
-  reward that arrives at the final answer reaches the planner's tokens (JADE Algorithm 2);
-* ``per-step``: each step is an episode of its own, GAE inside its response (the authors'
-  code for MMOA-RAG and JADE);
-* ``grpo``: no critic; every step of a trace gets the trace's return (the sum of its steps'
-  rewards) minus the mean return of its question's group, divided by that group's std. The
-  comparison is trace against trace: a step's own reward-to-go against whole-trace returns
-  would push every later step down whenever rewards repeat per step (MMOA-RAG, M-ASK).
+* ``turn-gae``: GAE over each trace's trained steps with one value per step (taken at the
+  step's last prompt token) and the discount applied per step (``core.turn_gae``); a step's
+  advantage goes on every token of its reply. A reward at the final answer reaches the
+  planner whatever the length of the replies in between: JADE's credit (Algorithm 2).
+* ``gae``: token-level GAE over each trace's trained steps laid end to end
+  (``core.chained_gae``). The discount and lambda apply per *token*, so with lam < 1 a
+  reward decays by lam^N over the N tokens between it and the planner; kept for
+  comparison with earlier runs.
+* ``per-step``: every step is an episode of its own: its advantage is its own reward minus
+  its own value (per-turn credit: MAO-ARAG Eq. 9, where each planner turn is scored alone;
+  per-agent credit: MMOA-RAG, where each agent's penalty stays its own; M-ASK, whose
+  turn-level rewards are already differences).
+* ``grpo``: no critic; every step of a trace gets the trace's *task* return (the sum of its
+  steps' rewards, without any KL term) minus the mean return of its question's group,
+  divided by that group's std unless ``scale_rewards`` is ``none``. The KL to the reference
+  then goes into the loss (the trainer refuses ``kl_mode: reward`` with grpo).
+
+Turn-level estimators (``turn-gae``, ``per-step``) set ``Transition.value_mask`` to the
+step's first response position: that is where its value was read, and the only position
+the value loss trains.
 """
 
 from __future__ import annotations
@@ -21,43 +33,69 @@ import torch
 from marag.train import core
 from marag.train.experience import Transition, by_trace
 
+ESTIMATORS = ("turn-gae", "gae", "per-step", "grpo")
+
 
 def token_rewards(t: Transition, kl_coef: float, kl_in_reward: bool) -> torch.Tensor:
     """The step's scalar reward on its last token, minus ``kl_coef * k1`` on every token
     when the KL penalty goes into the reward."""
-    assert t.old_logprobs is not None and t.ref_logprobs is not None
     r = torch.zeros(len(t.response_ids))
     if kl_in_reward and kl_coef:
+        assert t.old_logprobs is not None and t.ref_logprobs is not None
         r -= kl_coef * core.kl_k1(t.old_logprobs, t.ref_logprobs)
     r[-1] += t.reward
     return r
 
 
 def compute(transitions: Sequence[Transition], estimator: str, *, gamma: float, lam: float,
-            kl_coef: float, kl_in_reward: bool) -> None:
-    """Fill ``advantages`` and ``returns`` of every transition (not yet whitened)."""
+            kl_coef: float, kl_in_reward: bool, scale_rewards: str = "group") -> None:
+    """Fill ``advantages`` and ``returns`` (and ``value_mask`` for the turn-level
+    estimators) of every transition; not yet whitened."""
+    if estimator == "grpo":
+        if kl_in_reward and kl_coef:
+            raise ValueError("grpo normalises returns per group: the KL penalty must go into "
+                             "the loss (kl_mode: loss), not into the reward")
+        _grpo(transitions, scale_rewards)
+        return
     rewards = {id(t): token_rewards(t, kl_coef, kl_in_reward) for t in transitions}
-    traces = by_trace(transitions)
     if estimator == "gae":
-        for steps in traces:
+        for steps in by_trace(transitions):
             adv, ret = core.chained_gae([rewards[id(t)] for t in steps],
                                         [_values(t) for t in steps], gamma, lam)
             for t, a, r in zip(steps, adv, ret):
-                t.advantages, t.returns = a, r
-    elif estimator == "per-step":
-        for t in transitions:
-            t.advantages, t.returns = core.gae(rewards[id(t)], _values(t), gamma, lam)
-    elif estimator == "grpo":
-        trace_returns = torch.tensor([float(sum(rewards[id(t)].sum() for t in steps))
-                                      for steps in traces])
-        mean, std = core.group_advantages(trace_returns, [steps[0].group for steps in traces])
-        for i, steps in enumerate(traces):
-            a = (float(trace_returns[i]) - float(mean[i])) / float(std[i])
-            for t in steps:
-                t.advantages = torch.full((len(t.response_ids),), a)
-                t.returns = torch.full((len(t.response_ids),), float(trace_returns[i]))
+                t.advantages, t.returns, t.value_mask = a, r, None
+    elif estimator in ("turn-gae", "per-step"):
+        episodes = (by_trace(transitions) if estimator == "turn-gae"
+                    else [[t] for t in transitions])
+        for steps in episodes:
+            r = torch.stack([rewards[id(t)].sum() for t in steps])
+            v = torch.stack([_values(t)[0] for t in steps])
+            adv, ret = core.turn_gae(r, v, gamma, lam)
+            for t, a, g in zip(steps, adv.tolist(), ret.tolist()):
+                n = len(t.response_ids)
+                t.advantages = torch.full((n,), a)
+                t.returns = torch.full((n,), g)
+                t.value_mask = torch.zeros(n)
+                t.value_mask[0] = 1.0
     else:
-        raise ValueError(f"unknown estimator {estimator!r}")
+        raise ValueError(f"unknown estimator {estimator!r}; known: {list(ESTIMATORS)}")
+
+
+def _grpo(transitions: Sequence[Transition], scale_rewards: str) -> None:
+    traces = by_trace(transitions)
+    returns = torch.tensor([sum(t.reward for t in steps) for steps in traces],
+                           dtype=torch.float64)
+    mean, std = core.group_advantages(returns, [steps[0].group for steps in traces])
+    for i, steps in enumerate(traces):
+        a = float(returns[i] - mean[i])
+        if scale_rewards == "group":
+            a /= float(std[i])
+        elif scale_rewards != "none":
+            raise ValueError(f"unknown scale_rewards {scale_rewards!r}")
+        for t in steps:
+            t.advantages = torch.full((len(t.response_ids),), a)
+            t.returns = torch.full((len(t.response_ids),), float(returns[i]))
+            t.value_mask = None
 
 
 def _values(t: Transition) -> torch.Tensor:

@@ -59,6 +59,21 @@ def chained_gae(rewards: Sequence[torch.Tensor], values: Sequence[torch.Tensor],
     return list(adv.split(lengths)), list(ret.split(lengths))
 
 
+def turn_gae(rewards: torch.Tensor, values: torch.Tensor, gamma: float, lam: float
+             ) -> tuple[torch.Tensor, torch.Tensor]:
+    """GAE over the *steps* of one trace: one reward and one value per step.
+
+    ``rewards[k]`` is what step ``k`` earned (its scalar reward, KL penalty included when it
+    goes into the reward), ``values[k]`` the critic's estimate at the step's last prompt
+    token, before it answered. ``delta_k = r_k + gamma V_{k+1} - V_k`` with ``V_K = 0``; the
+    discount runs per step, not per token, so a reward at the final answer reaches the
+    planner undiminished by the length of the replies between them (with gamma = lam = 1 a
+    step's advantage is the sum of its own and every later step's reward minus its value).
+    Returns ``(advantages, returns)``, both ``[K]``; the trainer puts step ``k``'s advantage on
+    all of its tokens."""
+    return gae(rewards, values, gamma, lam)
+
+
 def group_advantages(returns: torch.Tensor, groups: Sequence[int] | torch.Tensor,
                      eps: float = 1e-6) -> tuple[torch.Tensor, torch.Tensor]:
     """GRPO's baseline: the mean and std of the *trace* returns of each group (the samples
@@ -80,28 +95,73 @@ def kl_k1(logp: torch.Tensor, ref_logp: torch.Tensor) -> torch.Tensor:
     return logp - ref_logp
 
 
+# k3's log-ratio and value are clamped (as verl does): one token the reference finds nearly
+# impossible would otherwise overflow exp() and dominate the loss and the logged KL
+K3_LOG_RATIO_MAX = 20.0
+K3_MAX = 10.0
+# the PPO log-ratio is clamped before exp() for the same reason
+LOG_RATIO_MAX = 20.0
+
+
 def kl_k3(logp: torch.Tensor, ref_logp: torch.Tensor) -> torch.Tensor:
-    """Per-token ``exp(r) - r - 1`` with ``r = log ref - log pi``: unbiased and >= 0."""
-    r = ref_logp - logp
-    return torch.exp(r) - r - 1.0
+    """Per-token ``exp(r) - r - 1`` with ``r = log ref - log pi``: unbiased and >= 0.
+    ``r`` is clamped to +-20 and the result to at most 10."""
+    r = torch.clamp(ref_logp - logp, -K3_LOG_RATIO_MAX, K3_LOG_RATIO_MAX)
+    return torch.clamp(torch.exp(r) - r - 1.0, max=K3_MAX)
+
+
+def aggregate(x: torch.Tensor, mask: torch.Tensor, mode: str,
+              denom: float | torch.Tensor | None = None) -> torch.Tensor:
+    """Reduce per-token losses ``x`` [B, T] to a scalar.
+
+    * ``token-mean``: every token of the batch weighs the same (a 128-token reply counts 128
+      times a 6-token plan); ``denom`` is the global token count.
+    * ``seq-mean-token-mean``: each sequence's token mean, then the mean over sequences, so
+      every step weighs the same whatever its length; ``denom`` is the global sequence count.
+    """
+    if mode == "token-mean":
+        return masked_mean(x, mask, denom)
+    if mode == "seq-mean-token-mean":
+        m = mask.bool()
+        per_seq = torch.where(m, x, torch.zeros_like(x)).sum(-1) / mask.sum(-1).clamp(min=1)
+        has = (mask.sum(-1) > 0).to(x.dtype)
+        if denom is None:
+            denom = has.sum().clamp(min=1)
+        return (per_seq * has).sum() / denom
+    raise ValueError(f"unknown loss aggregation {mode!r}")
 
 
 def policy_loss(logp: torch.Tensor, old_logp: torch.Tensor, adv: torch.Tensor,
-                mask: torch.Tensor, clip: float, denom: float | torch.Tensor | None = None
+                mask: torch.Tensor, clip: float, denom: float | torch.Tensor | None = None,
+                *, clip_ratio_c: float | None = None, agg: str = "token-mean"
                 ) -> tuple[torch.Tensor, dict[str, torch.Tensor]]:
-    """Clipped surrogate ``-min(rho A, clip(rho, 1-eps, 1+eps) A)``, token-averaged.
+    """Clipped surrogate ``-min(rho A, clip(rho, 1-eps, 1+eps) A)``, aggregated by ``agg``.
+
+    The log-ratio is clamped to +-20 before ``exp``. ``clip_ratio_c`` (> 1) is the dual clip
+    of Ye et al. (2020): for negative advantages the loss is at most ``-A * c``, so one token
+    whose probability rose far above the rollout's cannot dominate the batch.
 
     Returns the loss and statistics: ``clipfrac`` (share of tokens where the clipped term
-    was the smaller one) and ``approx_kl`` (mean of ``old - new`` logprob, k1 to the rollout
-    policy).
+    was the smaller one), ``clipfrac_c`` (tokens held by the dual clip), ``approx_kl`` (mean
+    of ``old - new`` logprob, k1 to the rollout policy) and the mean ratio.
     """
-    ratio = torch.exp(logp - old_logp)
+    log_ratio = torch.clamp(logp - old_logp, -LOG_RATIO_MAX, LOG_RATIO_MAX)
+    ratio = torch.exp(log_ratio)
     unclipped = -adv * ratio
     clipped = -adv * torch.clamp(ratio, 1.0 - clip, 1.0 + clip)
-    loss = masked_mean(torch.maximum(unclipped, clipped), mask, denom)
+    per_token = torch.maximum(unclipped, clipped)
+    held = torch.zeros_like(per_token, dtype=torch.bool)
+    if clip_ratio_c is not None:
+        if clip_ratio_c <= 1.0:
+            raise ValueError(f"clip_ratio_c must be > 1, got {clip_ratio_c}")
+        cap = -adv * clip_ratio_c
+        held = (adv < 0) & (per_token > cap)
+        per_token = torch.where(adv < 0, torch.minimum(per_token, cap), per_token)
+    loss = aggregate(per_token, mask, agg, denom)
     with torch.no_grad():
         stats = {
             "clipfrac": masked_mean((clipped > unclipped).float(), mask),
+            "clipfrac_c": masked_mean(held.float(), mask),
             "approx_kl": masked_mean(old_logp - logp, mask),
             "ratio": masked_mean(ratio, mask),
         }
@@ -109,22 +169,38 @@ def policy_loss(logp: torch.Tensor, old_logp: torch.Tensor, adv: torch.Tensor,
 
 
 def value_loss(values: torch.Tensor, old_values: torch.Tensor, returns: torch.Tensor,
-               mask: torch.Tensor, clip: float, denom: float | torch.Tensor | None = None
-               ) -> tuple[torch.Tensor, dict[str, torch.Tensor]]:
+               mask: torch.Tensor, clip: float | None, denom: float | torch.Tensor | None = None,
+               *, agg: str = "token-mean") -> tuple[torch.Tensor, dict[str, torch.Tensor]]:
     """Clipped value loss ``0.5 max((v - R)^2, (v_clip - R)^2)`` with ``v_clip`` kept within
-    ``clip`` of the rollout-time value."""
-    v_clip = old_values + torch.clamp(values - old_values, -clip, clip)
-    loss = 0.5 * masked_mean(torch.maximum((values - returns) ** 2, (v_clip - returns) ** 2),
-                             mask, denom)
+    ``clip`` of the rollout-time value (``clip`` None: the plain squared error)."""
+    if clip is None:
+        per_token = (values - returns) ** 2
+        clip = float("inf")
+    else:
+        v_clip = old_values + torch.clamp(values - old_values, -clip, clip)
+        per_token = torch.maximum((values - returns) ** 2, (v_clip - returns) ** 2)
+    loss = 0.5 * aggregate(per_token, mask, agg, denom)
     with torch.no_grad():
         stats = {"vf_clipfrac": masked_mean(((values - old_values).abs() > clip).float(), mask)}
     return loss, stats
 
 
+def entropy(logp: torch.Tensor) -> torch.Tensor:
+    """Entropy of the distribution with log-probabilities ``logp`` (over the last axis), safe
+    where an entry is ``-inf`` (a token outside the allowed set of restricted decoding):
+    those entries contribute 0 to the value *and* to the gradient (``entr(p)`` has an
+    infinite derivative at p = 0, and ``p * log p`` a NaN one)."""
+    p = logp.exp()
+    finite = torch.isfinite(logp)
+    return -(p * logp.masked_fill(~finite, 0.0)).sum(-1)
+
+
 class AdaptiveKL:
-    """The KL coefficient controller of Ziegler et al. (2019): move the coefficient so the
-    observed KL tracks ``target``, by at most 20% of ``n / horizon`` per update. With no
-    target the coefficient stays fixed."""
+    """The KL coefficient controller of Ziegler et al. (2019): after each batch of ``n``
+    *sequences* (the trained steps of an iteration, as verl counts them) the coefficient is
+    multiplied by ``1 + clip(kl / target - 1, -0.2, 0.2) * n / horizon``. Near the target the
+    error then shrinks by a factor e every ``horizon`` sequences. With no target the
+    coefficient stays fixed."""
 
     def __init__(self, coef: float, target: float | None, horizon: int) -> None:
         self.coef = coef

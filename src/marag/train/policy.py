@@ -24,9 +24,19 @@ VALUE_HEAD = "value_head.pt"
 
 
 class PolicyValue(nn.Module):
-    def __init__(self, backbone: nn.Module, hidden_size: int) -> None:
+    """The backbone and a linear value head on its final hidden states.
+
+    ``critic``: ``shared`` trains the value head on the adapter's hidden states, so the value
+    loss also moves the adapter (one set of weights for actor and critic); ``detached`` reads
+    the same hidden states with the gradient stopped, so the value loss trains the head only
+    and the adapter learns from the policy loss alone."""
+
+    def __init__(self, backbone: nn.Module, hidden_size: int, critic: str = "shared") -> None:
         super().__init__()
+        if critic not in ("shared", "detached"):
+            raise ValueError(f"unknown critic {critic!r}")
         self.backbone = backbone  # a transformers causal LM, possibly peft-wrapped
+        self.critic = critic
         self.value_head = nn.Linear(hidden_size, 1)
         nn.init.zeros_(self.value_head.weight)
         nn.init.zeros_(self.value_head.bias)
@@ -36,19 +46,65 @@ class PolicyValue(nn.Module):
         b = self.backbone
         return b.get_base_model() if hasattr(b, "get_base_model") else b
 
-    def forward(self, input_ids: torch.Tensor, attention_mask: torch.Tensor, keep: int
-                ) -> tuple[torch.Tensor, torch.Tensor]:
+    def forward(self, input_ids: torch.Tensor, attention_mask: torch.Tensor, keep: int,
+                with_values: bool = True) -> tuple[torch.Tensor, torch.Tensor | None]:
         """``input_ids``/``attention_mask`` [B, L], left-padded. Returns ``logits`` [B, keep, V]
-        (float32) and ``values`` [B, keep] at positions ``L-keep-1 .. L-2``: the predictions of
-        the last ``keep`` tokens."""
-        lm = self.causal_lm()
-        position_ids = (attention_mask.cumsum(-1) - 1).clamp(min=0)
-        out = lm.get_decoder()(input_ids=input_ids, attention_mask=attention_mask,
-                               position_ids=position_ids, use_cache=False)
-        hidden = out.last_hidden_state[:, -keep - 1:-1]
-        logits = lm.get_output_embeddings()(hidden).float()
-        values = self.value_head(hidden.float()).squeeze(-1)
+        (float32) and ``values`` [B, keep] (None without ``with_values``) at positions
+        ``L-keep-1 .. L-2``: the predictions of the last ``keep`` tokens."""
+        hidden = last_hidden(self.causal_lm(), input_ids, attention_mask, keep)
+        logits = lm_logits(self.causal_lm(), hidden)
+        if not with_values:
+            return logits, None
+        h = hidden.detach() if self.critic == "detached" else hidden
+        with _no_autocast(h):
+            values = self.value_head(h.float()).squeeze(-1)
         return logits, values
+
+
+def last_hidden(lm: nn.Module, input_ids: torch.Tensor, attention_mask: torch.Tensor,
+                keep: int) -> torch.Tensor:
+    """The decoder's final hidden states [B, keep, H] at the positions that predict the last
+    ``keep`` tokens of left-padded sequences."""
+    position_ids = (attention_mask.cumsum(-1) - 1).clamp(min=0)
+    out = lm.get_decoder()(input_ids=input_ids, attention_mask=attention_mask,
+                           position_ids=position_ids, use_cache=False)
+    return out.last_hidden_state[:, -keep - 1:-1]
+
+
+def lm_logits(lm: nn.Module, hidden: torch.Tensor) -> torch.Tensor:
+    """The vocabulary logits the model itself would give, in float32 even under autocast:
+    its output head, then the model's own ``logit_scale`` (Cohere) and
+    ``final_logit_softcapping`` (Gemma 2) when its config has them, as its forward does."""
+    head = lm.get_output_embeddings()
+    with _no_autocast(hidden):
+        weight = head.weight
+        logits = torch.nn.functional.linear(hidden.float(), weight.float(),
+                                            None if head.bias is None else head.bias.float())
+    cfg = getattr(lm, "config", None)
+    scale = getattr(cfg, "logit_scale", None)
+    if scale not in (None, 1, 1.0):
+        logits = logits * float(scale)
+    cap = getattr(cfg, "final_logit_softcapping", None)
+    if cap:
+        logits = torch.tanh(logits / cap) * cap
+    return logits
+
+
+def _no_autocast(t: torch.Tensor) -> Any:
+    return torch.autocast(t.device.type, enabled=False)
+
+
+class ReferenceLM(nn.Module):
+    """The frozen reference of full fine-tuning: the starting weights' logits, no values (a
+    reference needs none, so it builds no value head)."""
+
+    def __init__(self, lm: nn.Module) -> None:
+        super().__init__()
+        self.lm = lm
+
+    def forward(self, input_ids: torch.Tensor, attention_mask: torch.Tensor, keep: int,
+                with_values: bool = False) -> tuple[torch.Tensor, None]:
+        return lm_logits(self.lm, last_hidden(self.lm, input_ids, attention_mask, keep)), None
 
 
 def hidden_size(model: nn.Module) -> int:
@@ -133,19 +189,30 @@ def load_value_head(policy: PolicyValue, src: str | Path) -> None:
 
 
 def token_stats(module: nn.Module, batch: Any, allowed: list[torch.Tensor | None],
-                entropy: bool = False
-                ) -> tuple[torch.Tensor, torch.Tensor | None, torch.Tensor]:
+                entropy: bool = False, with_values: bool = True
+                ) -> tuple[torch.Tensor, torch.Tensor | None, torch.Tensor | None]:
     """Per response token: logprob under the step's own sampling temperature and allowed
-    tokens (as the decoder drew it), entropy (optional) and value. ``module`` is a
-    ``PolicyValue`` (possibly wrapped by accelerate); ``batch`` an ``experience.Batch``;
-    ``allowed[i]`` a bool vocabulary mask or None. Shapes: [B, T] each."""
-    logits, values = module(batch.input_ids, batch.attention_mask, batch.keep)
+    tokens (as the decoder drew it), entropy (optional) and value (optional). ``module`` is
+    a ``PolicyValue`` (possibly wrapped by accelerate) or a ``ReferenceLM``; ``batch`` an
+    ``experience.Batch``; ``allowed[i]`` a bool vocabulary mask or None. Shapes: [B, T] each.
+
+    Padded positions (left of a shorter response) get logprob 0 and entropy 0: the pad token
+    may lie outside the allowed tokens (logprob -inf there), and an infinite value anywhere
+    in the graph makes the gradient NaN even where a mask multiplies it away."""
+    logits, values = module(batch.input_ids, batch.attention_mask, batch.keep,
+                            with_values=with_values)
     logits = logits / batch.temperature[:, None, None]
     if any(m is not None for m in allowed):
         rows = [lg if m is None else lg.masked_fill(~m, float("-inf"))
                 for lg, m in zip(logits, allowed)]
         logits = torch.stack(rows)
+    pad = batch.mask == 0
     logp_all = torch.log_softmax(logits, dim=-1)
     logp = logp_all.gather(-1, batch.response_ids.unsqueeze(-1)).squeeze(-1)
-    ent = torch.special.entr(logp_all.exp()).sum(-1) if entropy else None
+    logp = logp.masked_fill(pad, 0.0)
+    ent = None
+    if entropy:
+        from marag.train.core import entropy as entropy_of
+
+        ent = entropy_of(logp_all).masked_fill(pad, 0.0)
     return logp, ent, values

@@ -22,12 +22,9 @@ from __future__ import annotations
 import asyncio
 import copy
 import logging
-import math
 import os
-import time
 from collections import Counter
-from collections.abc import Iterator, Sequence
-from contextlib import contextmanager
+from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
 
@@ -36,8 +33,10 @@ import torch
 from marag.config import Config, ConfigError
 from marag.train import advantages as adv_mod
 from marag.train import checkpoint as ckpt
-from marag.train import core
-from marag.train.experience import Transition, batch, collect, right_aligned
+from marag.train import core, sync
+from marag.train.errors import TrainError
+from marag.train.experience import Transition, collect
+from marag.train.learner import Learner
 from marag.train.logbook import Logbook
 from marag.train.policy import (
     PolicyValue,
@@ -45,10 +44,9 @@ from marag.train.policy import (
     full_trainable,
     hidden_size,
     load_value_head,
-    token_stats,
-    trainable_parameters,
 )
 from marag.train.rewards import step_rewards
+from marag.train.timing import Phases
 from marag.types import Question, Trace, write_jsonl
 from marag.workflows import Context, run_method
 from marag.workflows.engine import derive_seed
@@ -74,10 +72,6 @@ DEFAULT_ROLES: dict[str, tuple[str, ...]] = {
     "vanilla": ("AG",),
     "llm-only": ("AG",),
 }
-
-
-class TrainError(RuntimeError):
-    """The trainer cannot run with this setup (the message says what to change)."""
 
 
 def trained_roles(config: Config) -> list[str]:
@@ -108,6 +102,7 @@ class Trainer:
         self.sharded = _sharded(self.acc)
         refuse_sharding(self.sharded, self.cfg.rollout)
         self.roles = trained_roles(config)
+        check_settings(config)
         if not questions:
             raise TrainError("no training questions")
         self.questions = list(questions)
@@ -204,42 +199,44 @@ class Trainer:
         return backend
     def _build_policy(self) -> None:
         model = self.backend.module
-        if self.cfg.lora.enabled:
+        cfg = self.cfg
+        if cfg.lora.enabled and cfg.lora.dropout > 0:
+            raise TrainError(
+                f"train.lora.dropout {cfg.lora.dropout:g}: dropout makes the update's forward "
+                "pass another function than the scoring pass, so PPO's ratios would measure "
+                "dropout noise; set train.lora.dropout: 0")
+        if cfg.lora.enabled:
             # adapters named in llms.*.adapter (an SFT warm start) are already merged into
             # the backend's weights: they are the reference, and a new adapter trains on top
-            backbone = attach_lora(model, self.cfg.lora)
-            self.reference = None  # the reference is the backbone with the adapter off
+            backbone = attach_lora(model, cfg.lora)
+            reference = None  # the reference is the backbone with the adapter off
         else:
-            self.reference = copy.deepcopy(model).eval()
-            for p in self.reference.parameters():
+            reference = copy.deepcopy(model).eval()
+            for p in reference.parameters():
                 p.requires_grad_(False)
             for p in model.parameters():
                 p.requires_grad_(True)
             backbone = model
-        self.policy = PolicyValue(backbone, hidden_size(model)).to(model.device)
+        self.reference = reference
+        self.policy = PolicyValue(backbone, hidden_size(model), critic=cfg.critic).to(model.device)
         adapters = self.config.llms[self.config.backend_for(self.roles[0])].adapter
         if adapters:  # a critic trained with the last adapter starts from its value head
             load_value_head(self.policy, adapters[-1])
-        params = trainable_parameters(self.policy.backbone)
-        groups = [{"params": params, "lr": self.cfg.lr},
-                  {"params": list(self.policy.value_head.parameters()),
-                   "lr": self.cfg.critic_lr}]
-        optimizer = torch.optim.AdamW(groups, weight_decay=self.cfg.weight_decay)
-        warm = self.cfg.warmup_iterations
-        scheduler = torch.optim.lr_scheduler.LambdaLR(
-            optimizer, lambda it: min(1.0, (it + 1) / warm) if warm else 1.0)
-        self.module, self.optimizer = self.acc.prepare(self.policy, optimizer)
-        # scoring runs no backward: the bare module under DDP (whose forward would sync
-        # buffers with peers running a different number of forwards); the sharded one under
-        # FSDP, the only one that can gather the parameters
-        self._scorer = self.module if self.sharded else self.policy
-        self.scheduler = scheduler
-        self.pad_id = self.backend._decoder.pad_id
-        self.eos = sorted(self.backend._decoder.eos_ids)
-        self._ref_module: PolicyValue | None = None
-        n_train = sum(p.numel() for p in params)
-        log.info("policy: %s, %d trainable parameters (+ value head)",
-                 "LoRA" if self.cfg.lora.enabled else "full fine-tuning", n_train)
+        uses_kl = cfg.kl_coef > 0 or cfg.kl_target is not None
+        self.learner = Learner(self.policy, cfg, self.acc, reference=reference,
+                               pad_id=self.backend._decoder.pad_id,
+                               eos_ids=sorted(self.backend._decoder.eos_ids),
+                               allowed=self._allowed, sharded=self.sharded, uses_kl=uses_kl)
+        self.module, self.optimizer = self.learner.module, self.learner.optimizer
+        self.scheduler = self.learner.scheduler
+        if self.learner.dtype == torch.bfloat16 and self.cfg.rollout == "local":
+            # local rollouts decode with the policy's own fp32 weights: in the dtype the
+            # learner scores in, so the rollout's logprobs and the trainer's stay close
+            self.backend._decoder.bf16_autocast = True
+        n_train = sum(p.numel() for p in self.learner.policy_params)
+        log.info("policy: %s, %d trainable parameters (+ value head), computing in %s",
+                 "LoRA" if cfg.lora.enabled else "full fine-tuning", n_train,
+                 str(self.learner.dtype).removeprefix("torch."))
 
     def _resume(self) -> None:
         path = ckpt.latest(self.out / "checkpoints")
@@ -305,191 +302,64 @@ class Trainer:
         """The vocabulary mask the rollout decoded with (the backend's own)."""
         return self.backend.allowed_mask(t.allowed_text) if t.allowed_text else None
 
-    def _micro(self, items: Sequence[Transition]) -> Iterator[list[Transition]]:
-        step = self.cfg.micro_batch_size
-        for i in range(0, len(items), step):
-            yield list(items[i:i + step])
-
-    @torch.no_grad()
-    def score_old(self, transitions: list[Transition]) -> None:
-        """Old logprobs and values with the current weights; reference logprobs with the
-        adapter off (LoRA) or from the frozen copy (full fine-tuning)."""
-        self.module.eval()
-        micro = list(self._micro(transitions))
-        rounds = max(self._all_counts(len(micro))) if self.sharded else len(micro)
-        for j in range(rounds):
-            items = micro[j] if j < len(micro) else [self._dummy()]
-            b = batch(items, self.pad_id, self.acc.device)
-            allowed = [self._allowed(t) for t in items]
-            logp, _, values = token_stats(self._scorer, b, allowed)
-            with self._reference() as ref_module:
-                ref_logp, _, _ = token_stats(ref_module, b, allowed)
-            if j >= len(micro):
-                continue  # a forward pass for the peers' parameter gathers only
-            for i, t in enumerate(items):
-                n = len(t.response_ids)
-                t.old_logprobs = logp[i, -n:].float().cpu()
-                t.values = values[i, -n:].float().cpu()
-                t.ref_logprobs = ref_logp[i, -n:].float().cpu()
-
-    @contextmanager
-    def _reference(self) -> Iterator[torch.nn.Module]:
-        if self.reference is None:
-            with self.policy.backbone.disable_adapter():
-                yield self._scorer
-        else:
-            if self._ref_module is None:
-                self._ref_module = PolicyValue(self.reference, hidden_size(self.reference))
-            yield self._ref_module
-
-    def update(self, transitions: list[Transition], iteration: int) -> dict[str, float]:
-        """PPO epochs over shuffled mixed mini-batches; returns mean statistics."""
-        acc = self.acc
-        world, rank = acc.num_processes, acc.process_index
-        counts = self._all_counts(len(transitions))
-        mb_local = max(1, math.ceil(self.cfg.minibatch_size / world))
-        n_mb = max(1, math.ceil(max(counts) / mb_local)) if max(counts) else 0
-        stats: Counter[str] = Counter()
-        n_stat = 0
-        self.module.train()
-        for epoch in range(self.cfg.ppo_epochs):
-            g = torch.Generator().manual_seed(derive_seed(self.cfg.seed, "shuffle", iteration,
-                                                          epoch, rank))
-            order = [transitions[i] for i in torch.randperm(len(transitions), generator=g)]
-            for m in range(n_mb):
-                items = order[m * mb_local:(m + 1) * mb_local]
-                local_tokens = sum(len(t.response_ids) for t in items)
-                total_tokens = self._all_sum(float(local_tokens))
-                sizes = [max(0, min(mb_local, c - m * mb_local)) for c in counts]
-                n_micro = max(math.ceil(s / self.cfg.micro_batch_size) for s in sizes)
-                micro = list(self._micro(items))
-                for j in range(n_micro):
-                    real = j < len(micro)
-                    chunk = micro[j] if real else [self._dummy()]
-                    with acc.no_sync(self.module) if j < n_micro - 1 else _null():
-                        loss, s = self._loss(chunk, total_tokens * 1.0, world, real)
-                        acc.backward(loss)
-                    if real:
-                        for k, v in s.items():
-                            stats[k] += v * len(chunk)
-                        n_stat += len(chunk)
-                norm = acc.clip_grad_norm_(self.module.parameters(), self.cfg.max_grad_norm)
-                if hasattr(norm, "full_tensor"):  # FSDP2: a replicated DTensor
-                    norm = norm.full_tensor()
-                stats["grad_norm"] += float(norm) * max(1, len(items))
-                self.optimizer.step()
-                self.optimizer.zero_grad(set_to_none=True)
-        self.scheduler.step()
-        return {k: v / max(1, n_stat) for k, v in stats.items()}
-
-    def _loss(self, items: list[Transition], total_tokens: float, world: int, real: bool
-              ) -> tuple[torch.Tensor, dict[str, float]]:
-        cfg = self.cfg
-        b = batch(items, self.pad_id, self.acc.device)
-        allowed = [self._allowed(t) for t in items]
-        want_entropy = cfg.entropy_coef > 0 or real
-        logp, ent, values = token_stats(self.module, b, allowed, entropy=want_entropy)
-        width = b.keep
-
-        def cols(name: str) -> torch.Tensor:
-            return right_aligned([getattr(t, name) for t in items], width).to(logp.device)
-
-        mask = b.mask if real else torch.zeros_like(b.mask)
-        # DDP averages gradients over processes: scale the global token mean back up
-        denom = max(total_tokens, 1.0) / world
-        old, advs = cols("old_logprobs"), cols("advantages")
-        pg, pstats = core.policy_loss(logp, old, advs, mask, cfg.clip, denom)
-        loss = pg
-        # logged: this micro-batch's plain token means (the loss terms carry the global scale)
-        with torch.no_grad():
-            logged = core.policy_loss(logp, old, advs, b.mask, cfg.clip)[0]
-        out = {"pg_loss": float(logged), **{k: float(v) for k, v in pstats.items()}}
-        if cfg.estimator != "grpo" and cfg.vf_coef > 0:
-            old_v, rets = cols("values"), cols("returns")
-            vf, vstats = core.value_loss(values, old_v, rets, mask, cfg.value_clip, denom)
-            loss = loss + cfg.vf_coef * vf
-            with torch.no_grad():
-                out["vf_loss"] = float(core.value_loss(values, old_v, rets, b.mask,
-                                                       cfg.value_clip)[0])
-            out.update({k: float(v) for k, v in vstats.items()})
-        else:
-            loss = loss + 0.0 * values.sum()  # keep the value head in the graph (DDP)
-        if ent is not None:
-            if cfg.entropy_coef > 0:
-                loss = loss - cfg.entropy_coef * core.masked_mean(ent, mask, denom)
-            out["entropy"] = float(core.masked_mean(ent.detach(), b.mask))
-        kl3 = core.kl_k3(logp, cols("ref_logprobs"))
-        if cfg.kl_mode == "loss" and self.kl.coef > 0:
-            loss = loss + self.kl.coef * core.masked_mean(kl3, mask, denom)
-        out["kl_k3"] = float(core.masked_mean(kl3.detach(), b.mask))
-        return loss, out
-
-    def _dummy(self) -> Transition:
-        """A one-token transition that contributes zero loss: it lets a process with fewer
-        transitions take part in every collective backward of its peers."""
-        t = Transition(trace=-1, group=-1, order=0, role="", prompt_ids=[self.pad_id],
-                       response_ids=[self.eos[0] if self.eos else self.pad_id],
-                       rollout_logprobs=[0.0], temperature=1.0)
-        z = torch.zeros(1)
-        t.old_logprobs, t.ref_logprobs, t.values, t.advantages, t.returns = z, z, z, z, z
-        return t
-
-    def _all_counts(self, n: int) -> list[int]:
-        t = torch.tensor([n], device=self.acc.device)
-        return [int(x) for x in self.acc.gather(t).tolist()]
-
     def _all_sum(self, x: float) -> float:
-        t = torch.tensor([x], dtype=torch.float64, device=self.acc.device)
-        return float(self.acc.reduce(t, reduction="sum").item())
+        return self.learner._all_sum(x)
+
+    def check_server_tokens(self, traces: Sequence[Trace]) -> None:
+        sync.check_server_tokens(self, traces)
+
+    def push_adapter(self, version: int) -> None:
+        sync.push_adapter(self, version)
 
     # ------------------------------------------------------------------ loop
 
     def iteration(self, it: int) -> dict[str, Any]:
         """Run iteration ``it`` (0-based) and return its metrics row."""
-        times: dict[str, float] = {}
+        cfg = self.cfg
+        phase = Phases()
         used = {"kl_coef": self.kl.coef, "lr": self.scheduler.get_last_lr()[0]}
-        t0 = time.perf_counter()
-        traces = self.rollout(it)
-        if self.server is not None:
-            self.check_server_tokens(traces)
-        times["rollout"] = time.perf_counter() - t0
+        with phase("rollout"):
+            traces = self.rollout(it)
+            if self.server is not None:
+                self.check_server_tokens(traces)
 
-        t0 = time.perf_counter()
-        rewards = [step_rewards(t, self.cfg.rewards) for t in traces]
-        for trace, rs in zip(traces, rewards):
-            for step, r in zip(trace.steps, rs):
-                step.reward = r
-        transitions = collect(traces, rewards, self.roles)
-        times["score"] = time.perf_counter() - t0
+        with phase("score"):
+            rewards = [step_rewards(t, cfg.rewards) for t in traces]
+            for trace, rs in zip(traces, rewards):
+                for step, r in zip(trace.steps, rs):
+                    step.reward = r
+            transitions = collect(traces, rewards, self.roles)
 
-        t0 = time.perf_counter()
-        self.score_old(transitions)
-        gap = self._logprob_gap(transitions)
-        times["logprobs"] = time.perf_counter() - t0
+        with phase("logprobs"):
+            critic = cfg.estimator != "grpo"
+            self.learner.score(transitions, values=critic,
+                               old=cfg.old_logprobs == "recompute")
+            gap = self._logprob_gap(transitions)
 
-        t0 = time.perf_counter()
-        kl_in_reward = self.cfg.kl_mode == "reward"
-        adv_mod.compute(transitions, self.cfg.estimator, gamma=self.cfg.gamma,
-                        lam=self.cfg.lam, kl_coef=self.kl.coef, kl_in_reward=kl_in_reward)
-        if self.cfg.whiten_advantages and self.cfg.estimator != "grpo":
-            s, sq, n = adv_mod.whiten_stats(transitions)
-            adv_mod.apply_whitening(transitions, self._all_sum(s), self._all_sum(sq),
-                                    self._all_sum(n))
-        times["advantages"] = time.perf_counter() - t0
+        with phase("advantages"):
+            adv_mod.compute(transitions, cfg.estimator, gamma=cfg.gamma, lam=cfg.lam,
+                            kl_coef=self.kl.coef, kl_in_reward=cfg.kl_mode == "reward",
+                            scale_rewards=cfg.scale_rewards)
+            if cfg.whiten_advantages and cfg.estimator != "grpo":
+                s, sq, n = adv_mod.whiten_stats(transitions)
+                adv_mod.apply_whitening(transitions, self._all_sum(s), self._all_sum(sq),
+                                        self._all_sum(n))
 
-        t0 = time.perf_counter()
-        stats = self.update(transitions, it)
-        times["update"] = time.perf_counter() - t0
+        with phase("update"):
+            self.learner.kl_coef = self.kl.coef
+            stats = self.learner.update(
+                transitions, lambda epoch: derive_seed(cfg.seed, "shuffle", it, epoch,
+                                                       self.acc.process_index))
 
-        t0 = time.perf_counter()
-        self.backend.weights_updated()
-        if self.server is not None:
-            self.push_adapter(it + 1)
-        times["sync"] = time.perf_counter() - t0
+        with phase("sync"):
+            self.backend.weights_updated()
+            if self.server is not None:
+                self.push_adapter(it + 1)
 
         kl_now = self._kl_now(transitions)
-        self.kl.update(kl_now, self.cfg.questions_per_iteration)
-        row = self._row(it, traces, transitions, stats, times, kl_now) | used
+        if kl_now is not None:
+            self.kl.update(kl_now, int(self._all_sum(float(len(transitions)))))
+        row = self._row(it, traces, transitions, stats, phase.seconds, kl_now) | used
         row["logprob_gap"] = gap
         if self.acc.is_main_process:
             self._save_rollouts(it, traces)
@@ -512,94 +382,11 @@ class Trainer:
                 "logprobs before temperature: vLLM's --logprobs-mode processed_logprobs)")
         return gap
 
-    # ------------------------------------------------------------------ server rollouts
-
-    def check_server_tokens(self, traces: Sequence[Trace]) -> None:
-        """Fill and check the token ids of the trained roles' server-decoded steps.
-
-        The prompt the trainer scores is its own rendering of the step's messages (the chat
-        template the local backend uses); it must be the prompt the server decoded from: the
-        server's ``prompt_token_ids`` when it sends them (vLLM's ``return_token_ids``), else
-        at least its prompt token count. The response ids must be the server's own, inside
-        the local vocabulary, and the answering model the trained adapter. A mismatch
-        stops training instead of training on ids the server never sampled."""
-        from marag.llm.chat import prompt_ids
-
-        vocab = self.backend._vocab_size()
-        lora = self.server.model
-        bad: list[str] = []
-        for trace in traces:
-            for step in trace.steps:
-                if not step.is_llm or step.role not in self.roles:
-                    continue
-                where = f"trace {trace.id} (sample {trace.sample}) step {step.role}"
-                if step.sampling and step.sampling.get("allowed_text"):
-                    bad.append(f"{where}: restricted decoding (allowed_text) is not done by the "
-                               "server; set method.constrained_selector=false")
-                    continue
-                mine = prompt_ids(self.tokenizer, step.messages)
-                theirs = step.prompt_token_ids
-                if theirs is not None and list(theirs) != mine:
-                    first = next((i for i, (a, b) in enumerate(zip(mine, theirs)) if a != b),
-                                 min(len(mine), len(theirs)))
-                    bad.append(f"{where}: the server's prompt token ids differ from the local "
-                               f"rendering from position {first} ({len(theirs)} vs {len(mine)} "
-                               "tokens): another chat template or tokenizer")
-                elif theirs is None and step.prompt_tokens and step.prompt_tokens != len(mine):
-                    bad.append(f"{where}: the server counted {step.prompt_tokens} prompt "
-                               f"tokens, the local rendering has {len(mine)}: another chat "
-                               "template or tokenizer")
-                if step.token_ids and max(step.token_ids) >= vocab:
-                    bad.append(f"{where}: response token id {max(step.token_ids)} is outside "
-                               f"the local vocabulary ({vocab}): another tokenizer")
-                if step.token_ids is not None and step.completion_tokens and (
-                        len(step.token_ids) != step.completion_tokens):
-                    bad.append(f"{where}: {len(step.token_ids)} token ids for "
-                               f"{step.completion_tokens} completion tokens")
-                if step.model and step.model != lora:
-                    bad.append(f"{where}: answered by model {step.model!r}, not the trained "
-                               f"adapter {lora!r}")
-                step.prompt_token_ids = mine
-                step.weights_version = self._pushed
-        if bad:
-            raise TrainError(f"{len(bad)} server-decoded step(s) cannot be trained on; first: "
-                             + "; ".join(bad[:3]))
-
-    def push_adapter(self, version: int) -> None:
-        """Save the adapter (atomically, a new folder per version) and have the rollout
-        server serve it under the trained roles' model name. The main process writes and calls
-        the server (under FSDP after all processes gathered the adapter); the others wait so
-        that no process rolls out before the server has the new weights."""
-        import shutil
-
-        from marag.llm.base import LLMError
-        from marag.llm.lora_http import load_lora_adapter
-        from marag.train.policy import save_backbone
-
-        whole = full_trainable(self.policy) if self.sharded else None
-        if self.acc.is_main_process:
-            root = Path(self.cfg.sync_dir or self.out / "sync").resolve()
-            root.mkdir(parents=True, exist_ok=True)
-            dest = root / f"adapter-iter-{version:06d}"
-            tmp = root / f".tmp-{dest.name}"
-            shutil.rmtree(tmp, ignore_errors=True)
-            save_backbone(self.policy, tmp, whole)
-            shutil.rmtree(dest, ignore_errors=True)
-            os.replace(tmp, dest)
-            server = self.server
-            try:
-                load_lora_adapter(server.url.rsplit("/chat/completions", 1)[0], server.model,
-                                  str(dest), inplace=True, timeout=server.timeout,
-                                  api_key_env=server.api_key_env)
-            except LLMError as e:
-                raise TrainError(f"sync: {e}") from None
-            for old in sorted(root.glob("adapter-iter-*"))[:-2]:  # the server read them
-                shutil.rmtree(old, ignore_errors=True)
-            log.info("sync: server serves %s as %s", dest, server.model)
-        self._pushed = version
-        self.acc.wait_for_everyone()
-
-    def _kl_now(self, transitions: Sequence[Transition]) -> float:
+    def _kl_now(self, transitions: Sequence[Transition]) -> float | None:
+        """Mean k1 KL to the reference per trained token (None when no reference pass ran:
+        nothing uses the KL)."""
+        if not self.learner.uses_kl:
+            return None
         s = sum(float((t.old_logprobs - t.ref_logprobs).sum()) for t in transitions
                 if t.old_logprobs is not None and t.ref_logprobs is not None)
         n = sum(len(t.response_ids) for t in transitions)
@@ -607,7 +394,8 @@ class Trainer:
         return total / count if count else 0.0
 
     def _row(self, it: int, traces: list[Trace], transitions: list[Transition],
-             stats: dict[str, float], times: dict[str, float], kl: float) -> dict[str, Any]:
+             stats: dict[str, float], times: dict[str, float], kl: float | None
+             ) -> dict[str, Any]:
         from accelerate.utils import gather_object
 
         from marag.eval.summary import role_validity, workflow_type
@@ -636,7 +424,8 @@ class Trainer:
                 row[f"valid.{role}"] = valid[role] / total[role]
         for wf, c in Counter(e["workflow"] for e in everyone).items():
             row[f"workflow.{wf}"] = c / n
-        row["kl"] = kl
+        if kl is not None:
+            row["kl"] = kl
         row.update({k: round(v, 6) for k, v in stats.items()})
         row.update({f"seconds.{k}": round(v, 3) for k, v in times.items()})
         row["seconds"] = round(sum(times.values()), 3)
@@ -720,9 +509,19 @@ class Trainer:
         return Path(dest)
 
 
-@contextmanager
-def _null() -> Iterator[None]:
-    yield
+def check_settings(config: Config) -> None:
+    """Settings that cannot train correctly together are refused with the fix."""
+    cfg = config.train
+    if cfg.estimator == "grpo" and cfg.kl_mode == "reward" and (cfg.kl_coef or cfg.kl_target):
+        raise TrainError(
+            "train.estimator grpo normalises each question's returns by its group: a KL "
+            "penalty in the reward would be normalised with them and decide the sign of "
+            "the advantages. Set train.kl_mode: loss (k3 in the loss, as GRPO does) or "
+            "train.kl_coef: 0")
+    if cfg.top_p < 1.0:
+        log.warning("train.top_p %g: rollouts sample from the nucleus but the trainer scores "
+                    "the full tempered distribution, so the updates are slightly off-policy; "
+                    "train.top_p 1.0 samples what is scored", cfg.top_p)
 
 
 def refuse_sharding(mode: str, rollout: str) -> None:
