@@ -2,14 +2,18 @@
 
 from __future__ import annotations
 
+import asyncio
+
 import pytest
 
 from marag.cli import main
-from marag.config import SFTConfig
+from marag.config import SFTConfig, load_config
 from marag.llm.hf_local import HFBackend
 from marag.llm.tiny import build_tiny_model
+from marag.retrieval.base import Retriever
+from marag.roles import role_for
 from marag.train import sft
-from marag.types import Passage, Step, Trace
+from marag.types import Hits, Passage, Question, Step, Trace
 
 
 def _trace(f1, valid=True, status="ok"):
@@ -38,6 +42,66 @@ def test_selector_labels_from_word_overlap():
     # an answer word (paris) in doc 0; half the question's content words (france) in doc 2
     assert sft.useful_documents("What is the capital of France?", ["Paris"], docs, 0.5) == [0, 2]
     assert sft.useful_documents("What is the capital of France?", ["Paris"], docs, 1.0) == [0]
+
+
+class Pool(Retriever):
+    """Twelve passages, the answer's in two of them; records the k it was asked for."""
+
+    name = "pool"
+
+    def __init__(self) -> None:
+        self.asked: list[int] = []
+
+    def search_batch(self, queries: list[str], k: int) -> list[Hits]:
+        self.asked.append(k)
+        docs = [Passage(f"d{i}", f"Town {i}", f"Town {i} is a small place with a market.")
+                for i in range(12)]
+        docs[2] = Passage("d2", "France", "Paris is the capital of France.")
+        docs[7] = Passage("d7", "Paris", "Paris lies on the Seine.")
+        return [Hits(q, docs[:k], [1.0] * k) for q in queries]
+
+
+Q = [Question("q1", "Which city is the capital of France?", ["Paris"])]
+
+
+def _recipe(*overrides):
+    cfg = load_config(None, ["method.name=mmoa-rag", *overrides])
+    pool = Pool()
+    return cfg, pool, asyncio.run(sft.examples_mmoa(Q, pool, cfg))
+
+
+def test_mmoa_recipe_shows_the_selector_k_10_candidates():
+    cfg, pool, ex = _recipe()
+    assert pool.asked == [10] and cfg.method.candidates == 10  # S5.1.3: K = 10, not top_k
+    ds, ag = ex
+    assert (ds.role, ag.role) == ("DS", "AG")
+    shown = ds.messages[-1]["content"]
+    assert "Document9:" in shown and "Document10:" not in shown
+    assert ds.target == "<id>2, 7</id>"
+    role = role_for("DS", "default", "mmoa-rag")
+    parsed = role.read(ds.target, {"docs": [None] * 10})
+    assert parsed.valid and parsed.value == [2, 7]
+    # the generator sees the selected documents (Eq. 7) and learns the golden answer
+    prompt = " ".join(m["content"] for m in ag.messages)
+    assert "Seine" in prompt and "market" not in prompt
+    assert ag.target == "<answer>Paris</answer>"
+
+
+def test_mmoa_recipe_labels_in_the_runs_own_formats():
+    # prompts: paper -- Table 1's selector and its Document0,Document4 vocabulary (Eq. 5)
+    _, _, (ds, _) = _recipe("method.prompts=paper")
+    assert ds.target == "Document2,Document7"
+    assert "Document0,Document4,Document6" in ds.messages[-1]["content"]
+    paper = role_for("DS", "paper", "mmoa-rag")
+    assert set(ds.target.replace(",", " , ").replace("Document", "Document ").split()) <= set(
+        paper.constraint({"docs": [None] * 10}))
+    assert paper.read(ds.target, {"docs": [None] * 10}).value == [2, 7]
+    # a role whose reply marag opens is trained on the rest of it, after the open turn
+    _, _, (ds, ag) = _recipe("method.role_prompts={DS: open, AG: zeroshot-best-last-open}")
+    assert ds.messages[-1] == {"role": "assistant", "content": "<id>"}
+    assert ds.target == "2, 7</id>"
+    assert ag.messages[-1] == {"role": "assistant", "content": "<answer>"}
+    assert ag.target == "Paris</answer>"
 
 
 def test_sft_lowers_the_loss_and_writes_an_adapter(tmp_path):

@@ -22,7 +22,9 @@ def register(sub: Any) -> None:
                           "valid steps of traces with F1 >= sft.min_f1")
     src.add_argument("--recipe", choices=["mmoa"],
                      help="mmoa: selector and generator labels built from questions, their "
-                          "golden answers and retrieved documents (MMOA-RAG S4.3)")
+                          "golden answers and their top method.candidates (K = 10) "
+                          "retrieved documents (MMOA-RAG S4.3); no rewriter labels (use "
+                          "--traces with sft.roles=[mmoa.QR])")
     p.add_argument("--dataset", help="question file for --recipe")
     p.add_argument("--exclude-ids", metavar="FILE",
                    help="question ids never to train on, one per line (e.g. a training run's "
@@ -64,8 +66,7 @@ def run(args: argparse.Namespace) -> int:
             from marag.datasets import sample
 
             questions = sample(questions, cfg.max_examples, seed=cfg.seed)
-        examples = asyncio.run(sft.examples_mmoa(questions, ctx.retriever, config.method.top_k,
-                                                 cfg))
+        examples = asyncio.run(sft.examples_mmoa(questions, ctx.retriever, config))
         if cfg.roles:
             examples = [e for e in examples if e.role in cfg.roles]
     print(f"{len(examples)} examples: " + ", ".join(

@@ -10,7 +10,11 @@ The final answer's F1 is ``trace.metrics["f1"]`` as the engine scored it; a trac
 ``status="failed"`` scores F1 = 0 whatever its metrics say. A trace without golden answers,
 or an unfailed one that was never scored, is a ValueError: nothing can be rewarded.
 
-``RewardConfig.format_penalty`` (default 1) is the size of every paper's format penalty.
+``RewardConfig.format_penalty`` (default 1) is the size of the format penalty of JADE
+(r_format, Eq. 7) and MAO-ARAG (R_FP, Eq. 5), both 1 in the papers. M-ASK's reward has no
+format penalty: for ``m-ask`` (and the outcome-only ``final`` kind) it is marag's own option,
+0 in the M-ASK presets. MMOA-RAG's penalties are per role (``qr_penalty``, ``ds_penalty``,
+``ag_penalty``) and do not use it.
 """
 
 from __future__ import annotations
@@ -151,8 +155,9 @@ def mmoa_rewards(trace: Trace, cfg: RewardConfig) -> Rewards:
     QR (``mmoa.QR``) ``-qr_penalty`` for more than ``qr_max_subquestions`` sub-questions
     (counted from the raw ``<qN>`` tags, since the workflow truncates and the parser drops
     duplicates), DS ``-ds_penalty`` when its output is invalid (bad format, repeated or
-    out-of-range ids), AG ``-ag_penalty`` when its answer has more than ``ag_max_words`` words.
-    MMOA-RAG has no other format penalty, so ``format_penalty`` is not used."""
+    out-of-range ids), AG ``-ag_penalty`` when its answer has more than ``ag_max_words`` words
+    (the paper says only "a certain length"; 30 words is marag's choice). MMOA-RAG has no
+    other format penalty, so ``format_penalty`` is not used."""
     f1 = final_f1(trace)
     out: Rewards = []
     for s in trace.steps:
@@ -171,14 +176,17 @@ def mmoa_rewards(trace: Trace, cfg: RewardConfig) -> Rewards:
 
 
 def mask_rewards(trace: Trace, cfg: RewardConfig) -> Rewards:
-    """M-ASK S3.3 (Eq. 2-3, App. F Algorithm 1), each LLM step minus ``format_penalty`` when
-    malformed:
+    """M-ASK S3.3 (Eq. 2-3, App. F Algorithm 1):
 
     * ``mask.plan``: F1(a0), a0 its predicted answer (Eq. 2);
     * ``mask.answer`` at turn t: F1(a_t) of its own answer (Eq. 2);
     * ``mask.search`` / ``mask.summary`` / ``mask.update`` of a turn t that searched:
       F1(a_t) - F1(a_{t-1}) (Eq. 3), with F1(a_0) the plan's;
-    * a ``mask.search`` that ended the loop (``<end>``, or an output with neither tag): 0.
+    * a ``mask.search`` that ended the loop (``<end>``, or an output with neither tag): 0
+      (S3.3; Algorithm 1 line 16).
+
+    M-ASK has no format penalty. ``format_penalty`` > 0 subtracts marag's own penalty from
+    every malformed step (``valid is False``); the M-ASK presets set it to 0.
 
     a_t is the answer to the state after turn t. Training runs the answer role every turn
     (``method.answer_every_turn``); an inference trace answers once, after the last turn.
@@ -190,7 +198,7 @@ def mask_rewards(trace: Trace, cfg: RewardConfig) -> Rewards:
     answers still count; its final F1 of 0 matters only under ``final_only``.
 
     ``final_only`` is the "w/o T-L Reward" ablation (S4.4.2): every LLM step gets the final
-    F1 (the shared outcome reward), format penalties kept.
+    F1 (the shared outcome reward), marag's format penalty (when > 0) kept.
     """
     f1 = final_f1(trace)
     steps = trace.steps

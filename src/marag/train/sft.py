@@ -4,10 +4,22 @@ then cross-entropy on the response tokens of a LoRA-adapted (or fully tuned) bac
 * ``examples_from_traces``: the valid steps of chosen roles in traces that scored
   ``F1 >= min_f1`` -- the policy's own best rollouts, or a stronger model's traces (any
   backend: the target is the completion text, re-tokenised for this model).
-* ``examples_mmoa``: MMOA-RAG S4.3 -- the selector's label is the ids of the retrieved
-  documents that share a content word with the golden answer (or most of the question's
-  content words: marag's reading of Figure 2), the generator's label is the golden answer,
-  each in the role's own output format.
+* ``examples_mmoa``: MMOA-RAG S4.3 -- for each question the retriever's top K documents
+  (``method.candidates``, K = 10 as in S5.1.3, the selector's fixed input size); the
+  selector's label is the ids of the documents that share a content word with the golden
+  answer (or at least ``sft.min_question_overlap`` of the question's content words: marag's
+  reading of Figure 2, whose any-shared-word rule is ``min_question_overlap`` at or below
+  1/(question words)), the generator's label is the golden answer. Prompts and labels are
+  the ones the run's own prompts use (``method.prompts``, ``method.role_prompts``): the
+  selector label in the vocabulary the role decodes under (``<id>0, 4</id>``, or
+  ``Document0,Document4`` under ``prompts: paper``, Table 1), the answer in ``<answer>``
+  tags, and a role whose reply marag opens (``reply_prefix``) is trained on the rest.
+
+  The recipe makes no query-rewriter (``mmoa.QR``) examples: S4.3.1 warm-starts the rewriter
+  on the query-rewriting data published with Rewrite-Retrieve-Read, which this workspace
+  does not have, and marag does not make rewrite labels up. The rewriter's warm start that
+  exists is rejection sampling (``examples_from_traces`` with ``sft.roles: [mmoa.QR]``) over
+  ``mmoa-rag`` traces: the policy's own rollouts, or a stronger model's ``marag eval`` run.
 """
 
 from __future__ import annotations
@@ -21,8 +33,9 @@ from typing import Any
 
 import torch
 
-from marag.config import SFTConfig
+from marag.config import Config, SFTConfig
 from marag.llm.chat import prompt_ids, text_ids
+from marag.roles.base import Role
 from marag.roles.prompt import content_words
 from marag.types import Question, Trace
 
@@ -61,14 +74,18 @@ def useful_documents(question: str, answers: Sequence[str], docs: Sequence[Any],
     return picked
 
 
-async def examples_mmoa(questions: Sequence[Question], retriever: Any, k: int,
-                        cfg: SFTConfig) -> list[Example]:
-    """Selector (DS) and generator (AG) examples for each question from ``k`` retrieved
-    documents (the question itself is the query, as MMOA-RAG's QR labels come from a file)."""
-    from marag.roles import get_role
+async def examples_mmoa(questions: Sequence[Question], retriever: Any, config: Config
+                        ) -> list[Example]:
+    """Selector (DS) and generator (AG) examples for each question from its top
+    ``config.method.candidates`` (K) retrieved documents, the question itself being the
+    query, built with the prompts a ``mmoa-rag`` run of ``config`` uses."""
+    from marag.roles import role_for
 
-    ds, ag = get_role("DS"), get_role("AG")
-    hits = await retriever.search([q.question for q in questions], k)
+    cfg = config.sft
+    m = config.method
+    ds = role_for("DS", m.prompts, "mmoa-rag", m.role_prompts)
+    ag = role_for("AG", m.prompts, "mmoa-rag", m.role_prompts)
+    hits = await retriever.search([q.question for q in questions], m.candidates)
     out = []
     for q, h in zip(questions, hits):
         if not q.golden_answers or not h.passages:
@@ -76,12 +93,32 @@ async def examples_mmoa(questions: Sequence[Question], retriever: Any, k: int,
         docs = h.passages
         ids = useful_documents(q.question, q.golden_answers, docs, cfg.min_question_overlap)
         if ids:
-            out.append(Example("DS", ds.build(question=q.question, docs=docs),
-                               "<id>" + ", ".join(str(i) for i in ids) + "</id>"))
+            out.append(role_example(ds, selector_label(ds, docs, ids),
+                                    question=q.question, docs=docs))
         kept = [docs[i] for i in ids] if ids and cfg.ag_docs == "selected" else list(docs)
-        out.append(Example("AG", ag.build(question=q.question, docs=kept),
-                           f"<answer>{q.golden_answers[0]}</answer>"))
+        out.append(role_example(ag, f"<answer>{q.golden_answers[0]}</answer>",
+                                question=q.question, docs=kept))
     return out
+
+
+def selector_label(ds: Role, docs: Sequence[Any], ids: Sequence[int]) -> str:
+    """The selector's label in the vocabulary ``ds`` decodes under: ``<id>0, 4</id>`` for
+    marag's tagged selector, ``Document0,Document4`` for MMOA-RAG's (Table 1, Eq. 5)."""
+    if ds.allowed_text is not None and "<id>" not in ds.constraint({"docs": docs}):
+        return ",".join(f"Document{i}" for i in ids)
+    return "<id>" + ", ".join(str(i) for i in ids) + "</id>"
+
+
+def role_example(role: Role, target: str, **inputs: Any) -> Example:
+    """``role``'s prompt for ``inputs`` and ``target``; when marag opens the role's reply
+    (``reply_prefix``, as the hf backend does at rollout) the prompt ends in that open turn
+    and the target is the rest, as the trained steps of a rollout are."""
+    messages = role.build(**inputs)
+    prefix = role.reply_prefix
+    if prefix and target.startswith(prefix):
+        return Example(role.name, [*messages, {"role": "assistant", "content": prefix}],
+                       target[len(prefix):])
+    return Example(role.name, messages, target)
 
 
 def tokenize(examples: Sequence[Example], tokenizer: Any, eos: int) -> list[Any]:
