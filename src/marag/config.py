@@ -8,7 +8,7 @@ from __future__ import annotations
 
 import difflib
 from pathlib import Path
-from typing import Any, Literal, get_args
+from typing import Annotated, Any, Literal, get_args
 
 import yaml
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator
@@ -86,7 +86,6 @@ class LLMConfig(Section):
 class SamplingConfig(Section):
     temperature: float = Field(0.0, ge=0)
     top_p: float = Field(1.0, gt=0, le=1)
-    max_tokens: int = Field(128, ge=1)
     seed: int | None = None
     stop: list[str] = Field(default_factory=list)
 
@@ -108,6 +107,9 @@ class MethodConfig(Section):
     # the profile for those roles: how a model family gets the prompts measured best for it
     # (benchmarks/prompts.py). Empty: every role uses the profile's prompt.
     role_prompts: dict[str, str] = Field(default_factory=dict)
+    # Per-role reply limits in tokens (role name or "default" -> limit), over the role's own
+    # (e.g. AG's 32): MMOA-RAG's generator length penalty needs room past 30 words
+    max_tokens: dict[str, Annotated[int, Field(ge=1)]] = Field(default_factory=dict)
     # planner methods (jade / mao-arag)
     max_rounds: int = Field(8, ge=1)
     max_subquestions: int = Field(4, ge=1)
@@ -248,6 +250,8 @@ class TrainConfig(Section):
     kl_mode: Literal["reward", "loss"] = "reward"
     kl_target: float | None = Field(None, gt=0)  # adaptive coefficient towards this KL
     kl_horizon: int = Field(1000, ge=1)  # in trained steps (sequences), as verl counts
+    kl_coef_min: float = Field(0.0, ge=0)  # bounds of the adaptive coefficient
+    kl_coef_max: float | None = Field(None, gt=0)
     max_grad_norm: float = Field(1.0, gt=0)  # the policy's (adapter's) gradient clip
     critic_max_grad_norm: float = Field(1.0, gt=0)  # the value head's, clipped apart
     # optimizer steps in a row with a non-finite gradient norm (each skipped) before stopping

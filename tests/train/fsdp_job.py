@@ -56,7 +56,7 @@ def trainer(out: str, url: str, iterations: int, acc) -> Trainer:
         "train.concurrency=2", "train.minibatch_size=8", "train.micro_batch_size=2",
         "train.lr=1e-2", "train.critic_lr=1e-3", "train.lora.r=4",
         "train.lora.target_modules=[q_proj,v_proj]", "train.seed=5", "train.save_every=1",
-        "train.save_rollouts=false", "sampling.max_tokens=8",
+        "train.save_rollouts=false", "method.max_tokens.default=8",
         "llms.rollout.backend=openai", f"llms.rollout.base_url={url}",
         f"llms.rollout.model={LORA}", "llms.rollout.token_ids=true", "llms.policy.backend=hf",
         "roles.default=rollout", "train.rollout=server", "train.policy_llm=policy"])

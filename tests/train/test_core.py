@@ -239,3 +239,13 @@ def test_the_kl_controller_reaches_its_target_within_a_few_horizons():
     assert kls[0] == pytest.approx(0.15)
     assert abs(kls[10] - 0.1) < 0.5 * abs(kls[0] - 0.1)
     assert kls[-1] == pytest.approx(0.1, rel=0.01)
+
+
+def test_the_kl_coefficient_stays_within_its_bounds():
+    ctl = core.AdaptiveKL(coef=0.11, target=0.05, horizon=10, low=0.06, high=0.2)
+    for _ in range(50):
+        ctl.update(1.0, 64)  # KL far above target: the coefficient rises to its ceiling
+    assert ctl.coef == 0.2
+    for _ in range(50):
+        ctl.update(0.0, 64)
+    assert ctl.coef == 0.06

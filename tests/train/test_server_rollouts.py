@@ -42,7 +42,7 @@ def make(tmp_path, url: str, *overrides: str):
         "method.name=llm-only", "train.iterations=2", "train.questions_per_iteration=2",
         "train.samples_per_question=2", "train.concurrency=2", "train.minibatch_size=4",
         "train.micro_batch_size=2", "train.lr=2e-2", "train.critic_lr=1e-3", "train.lora.r=4",
-        "train.lora.target_modules=[q_proj,v_proj]", "train.seed=3", "sampling.max_tokens=12",
+        "train.lora.target_modules=[q_proj,v_proj]", "train.seed=3", "method.max_tokens.default=12",
         "llms.rollout.backend=openai", f"llms.rollout.base_url={url}",
         f"llms.rollout.model={LORA}", "llms.rollout.token_ids=true", "llms.policy.backend=hf",
         "roles.default=rollout", "train.rollout=server", "train.policy_llm=policy",

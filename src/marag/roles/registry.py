@@ -87,15 +87,17 @@ def check_roles(config: Config) -> None:
 
     check_role_map(config.roles)
     check_role_prompts(config.method.role_prompts)
+    check_role_map(config.method.max_tokens, "method.max_tokens")
 
 
-def check_role_map(roles: Mapping[str, str]) -> None:
-    """Refuse a ``roles:`` config map with a key that is not a role (or ``default``): a misspelt
-    role would otherwise run silently on the default backend."""
+def check_role_map(roles: Mapping[str, object], where: str = "roles") -> None:
+    """Refuse a ``roles:`` config map (or another role-keyed map, named by ``where``) with a
+    key that is not a role (or ``default``): a misspelt role would otherwise run silently on
+    the default backend."""
     known = [*ROLES, DEFAULT]
     for key in roles:
         if key in known:
             continue
         close = difflib.get_close_matches(key, known, n=1)
         hint = f" (did you mean '{close[0]}'?)" if close else ""
-        raise ConfigError(f"unknown role 'roles.{key}'{hint}; known roles: {', '.join(known)}")
+        raise ConfigError(f"unknown role '{where}.{key}'{hint}; known roles: {', '.join(known)}")

@@ -202,13 +202,17 @@ class AdaptiveKL:
     error then shrinks by a factor e every ``horizon`` sequences. With no target the
     coefficient stays fixed."""
 
-    def __init__(self, coef: float, target: float | None, horizon: int) -> None:
+    def __init__(self, coef: float, target: float | None, horizon: int, *,
+                 low: float = 0.0, high: float | None = None) -> None:
         self.coef = coef
         self.target = target
         self.horizon = horizon
+        self.low, self.high = low, high  # the coefficient stays within [low, high]
 
     def update(self, kl: float, n: int) -> float:
         if self.target is not None:
             err = max(-0.2, min(0.2, kl / self.target - 1.0))
-            self.coef *= 1.0 + err * n / self.horizon
+            self.coef = max(self.low, self.coef * (1.0 + err * n / self.horizon))
+            if self.high is not None:
+                self.coef = min(self.high, self.coef)
         return self.coef

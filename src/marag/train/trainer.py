@@ -116,7 +116,8 @@ class Trainer:
         self.backend = self._policy_backend()
         self.tokenizer = self.backend.tokenizer
         self._build_policy()
-        self.kl = core.AdaptiveKL(self.cfg.kl_coef, self.cfg.kl_target, self.cfg.kl_horizon)
+        self.kl = core.AdaptiveKL(self.cfg.kl_coef, self.cfg.kl_target, self.cfg.kl_horizon,
+                                  low=self.cfg.kl_coef_min, high=self.cfg.kl_coef_max)
         self.start = 0  # iterations already done
         self.logbook: Logbook | None = None
         if self.acc.is_main_process:

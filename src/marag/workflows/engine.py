@@ -119,10 +119,13 @@ class Context:
                 f"built (have: {sorted(self.llms)})"
             )
         s = self.config.sampling
-        # The role knows how long its output may be; config stop strings add to the role's.
+        # The role knows how long its output may be (method.max_tokens overrides it); config
+        # stop strings add to the role's.
         stop = tuple(dict.fromkeys([*s.stop, *role.stop]))
+        limits = self.config.method.max_tokens
+        limit = limits.get(role_name, limits.get("default", role.max_tokens))
         params = SamplingParams(
-            temperature=s.temperature, top_p=s.top_p, max_tokens=role.max_tokens, stop=stop,
+            temperature=s.temperature, top_p=s.top_p, max_tokens=limit, stop=stop,
             seed=s.seed, logprobs=self.logprobs,
         )
         return Route(role=role, backend=backend, llm=llm, params=params)
