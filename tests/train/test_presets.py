@@ -90,3 +90,19 @@ def test_preset_makes_one_iteration_on_the_tiny_model(path, tmp_path):
     assert ran & set(tr.roles)  # some trained role ran
     if cfg.method.skip_codes:
         assert not ran & set(cfg.method.skip_codes)
+
+
+@pytest.mark.parametrize("path", LOCAL, ids=[p.stem for p in LOCAL])
+def test_preset_with_entropy_and_kl_loss_stays_finite(path, tmp_path):
+    """Each preset with an entropy bonus and the KL as a loss term (the options that made
+    restricted decoding's gradients NaN): finite losses and gradient norms, no skipped step."""
+    import math
+
+    cfg = load_run_config(argparse.Namespace(config=str(path)), [
+        *TINY, "train.entropy_coef=0.01", "train.kl_mode=loss", "train.kl_coef=0.05"])
+    ctx = Context(llms=_tiny_llms(cfg), config=cfg, retriever=Docs())
+    torch.manual_seed(0)
+    [row] = Trainer(cfg, tmp_path, questions=QUESTIONS, context=ctx, tensorboard=False).run()
+    for key in ("pg_loss", "grad_norm", "entropy", "kl_k3", "kl"):
+        assert math.isfinite(row[key]), (key, row[key])
+    assert row["skipped_steps"] == 0 and row["optimizer_steps"] >= 1

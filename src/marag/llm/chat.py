@@ -61,6 +61,24 @@ def eos_ids(model: Any, tokenizer: Any) -> set[int]:
     return eos
 
 
+def turn_end_id(tokenizer: Any, eos: set[int]) -> int:
+    """The token the chat template closes an assistant turn with (Qwen's ``<|im_end|>``, not
+    its ``<|endoftext|>``): the first token after a rendered reply, when it is one of ``eos``;
+    else the tokenizer's EOS, else the smallest of ``eos``."""
+    marker = "MARAGREPLYEND"
+    if getattr(tokenizer, "chat_template", None):
+        text = tokenizer.apply_chat_template(
+            [{"role": "user", "content": "hi"}, {"role": "assistant", "content": marker}],
+            tokenize=False)
+        after = text[text.rfind(marker) + len(marker):]
+        ids = text_ids(tokenizer, after)
+        if ids and ids[0] in eos:
+            return ids[0]
+    if tokenizer.eos_token_id is not None and int(tokenizer.eos_token_id) in eos:
+        return int(tokenizer.eos_token_id)
+    return min(eos)
+
+
 def allowed_token_ids(tokenizer: Any, texts: tuple[str, ...], eos: set[int]) -> list[int]:
     """The tokens a decoder restricted to ``texts`` may pick: theirs, plus EOS to stop."""
     ids = {t for text in texts for t in text_ids(tokenizer, text)}

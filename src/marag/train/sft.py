@@ -160,7 +160,11 @@ def train_sft(backend: Any, examples: Sequence[Example], cfg: SFTConfig, out: st
     policy = PolicyValue(backbone, hidden_size(model)).to(model.device)
     params = [p for p in backbone.parameters() if p.requires_grad]
     opt = torch.optim.AdamW(params, lr=cfg.lr)
-    eos = min(backend._decoder.eos_ids)
+    from marag.llm.chat import turn_end_id
+
+    # a reply ends the way the template ends an assistant turn (Qwen: <|im_end|>, which is
+    # what the decoder stops on at inference), not with the smallest of the EOS ids
+    eos = turn_end_id(backend.tokenizer, set(backend._decoder.eos_ids))
     items = tokenize(examples[:cfg.max_examples] if cfg.max_examples else examples,
                      backend.tokenizer, eos)
     pad = backend._decoder.pad_id
