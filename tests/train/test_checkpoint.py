@@ -63,3 +63,27 @@ def test_a_checkpoint_loads_either_way(tmp_path, by_name, load_sharded_way):
     _step(policy, opt)
     _step(fresh, fresh_opt)
     _same(policy, opt, fresh, fresh_opt)
+
+
+def test_the_best_checkpoint_is_kept_across_pruning_and_resumes(tmp_path):
+    """keep_best copies a checkpoint's policy when its score beats the recorded one, and
+    only then; the record survives a new process (it is read from disk)."""
+    import json
+
+    from marag.train.checkpoint import keep_best
+
+    def fake(name: str, text: str):
+        d = tmp_path / "checkpoints" / name / "policy"
+        d.mkdir(parents=True)
+        (d / "adapter_model.safetensors").write_text(text)
+        return d.parent
+
+    assert keep_best(tmp_path, fake("iter-000004", "a"), 4, 0.30, "eval.f1")
+    assert not keep_best(tmp_path, fake("iter-000008", "b"), 8, 0.25, "eval.f1")
+    assert not keep_best(tmp_path, fake("iter-000012", "c"), 12, 0.30, "eval.f1")  # a tie
+    assert (tmp_path / "best" / "policy" / "adapter_model.safetensors").read_text() == "a"
+    assert keep_best(tmp_path, fake("iter-000016", "d"), 16, 0.41, "eval.f1")
+    record = json.loads((tmp_path / "best" / "best.json").read_text())
+    assert record == {"iteration": 16, "score": 0.41, "metric": "eval.f1",
+                      "checkpoint": "iter-000016"}
+    assert (tmp_path / "best" / "policy" / "adapter_model.safetensors").read_text() == "d"

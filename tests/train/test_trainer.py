@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import json
+
 import pytest
 import torch
 
@@ -198,6 +200,10 @@ def test_periodic_heldout_evaluation_goes_into_the_row(tmp_path):
     assert summary.is_file()
     traces = (tmp_path / "eval" / "iter-000001" / "traces.jsonl").read_text().splitlines()
     assert len(traces) == 2  # the held-out questions, greedy, with the updated weights
+    best = json.loads((tmp_path / "best" / "best.json").read_text())
+    assert best == {"iteration": 1, "score": row["eval.f1"], "metric": "eval.f1",
+                    "checkpoint": "iter-000001"}
+    assert (tmp_path / "best" / "policy" / "adapter_model.safetensors").is_file()
 
 
 def test_kl_as_a_loss_with_an_adaptive_coefficient(tmp_path):

@@ -75,6 +75,27 @@ def save(root: Path, iteration: int, policy: PolicyValue, optimizer: Any, schedu
     return final
 
 
+def keep_best(out: Path, checkpoint: Path, iteration: int, score: float, key: str) -> bool:
+    """Copy ``checkpoint``'s policy to ``<out>/best/policy`` when ``score`` beats the one
+    recorded in ``<out>/best/best.json`` (kept across resumes); True when it did. Checkpoint
+    selection on the evaluation split: older checkpoints are pruned, the best one stays."""
+    best = out / "best"
+    record = best / "best.json"
+    if record.is_file() and json.loads(record.read_text())["score"] >= score:
+        return False
+    tmp = out / ".tmp-best"
+    if tmp.exists():
+        shutil.rmtree(tmp)
+    shutil.copytree(checkpoint / "policy", tmp / "policy")
+    (tmp / "best.json").write_text(json.dumps(
+        {"iteration": iteration, "score": score, "metric": key,
+         "checkpoint": checkpoint.name}, indent=1))
+    if best.exists():
+        shutil.rmtree(best)
+    os.replace(tmp, best)
+    return True
+
+
 def latest(root: Path) -> Path | None:
     """The newest complete checkpoint under ``root``, or None."""
     marker = root / LATEST

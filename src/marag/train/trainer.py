@@ -490,8 +490,13 @@ class Trainer:
             # drops rows past the checkpoint
             if self.logbook is not None:
                 self.logbook.write(row)
-            if (it + 1) % self.cfg.save_every == 0 or last:
+            evaluated = "eval.f1" in row
+            if (it + 1) % self.cfg.save_every == 0 or last or evaluated:
                 self.save(it)
+            if evaluated and self.acc.is_main_process:
+                # the checkpoint with the best evaluation F1 stays in <out>/best/policy
+                ckpt.keep_best(self.out, self.out / "checkpoints" / f"iter-{it + 1:06d}",
+                               it + 1, row["eval.f1"], "eval.f1")
             bar.set_postfix(reward=f"{row['reward']:.3f}", f1=f"{row['f1']:.3f}")
             rows.append(row)
         if self.logbook is not None:
