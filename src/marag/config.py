@@ -107,6 +107,9 @@ class MethodConfig(Section):
     # the profile for those roles: how a model family gets the prompts measured best for it
     # (benchmarks/prompts.py). Empty: every role uses the profile's prompt.
     role_prompts: dict[str, str] = Field(default_factory=dict)
+    # the model's own prompt profile (marag.roles.model_profiles: e.g. Qwen2.5-Coder's AG
+    # variant) under role_prompts; false: marag's default prompts for every model
+    model_prompts: bool = True
     # Per-role reply limits in tokens (role name or "default" -> limit), over the role's own
     # (e.g. AG's 32): MMOA-RAG's generator length penalty needs room past 30 words
     max_tokens: dict[str, Annotated[int, Field(ge=1)]] = Field(default_factory=dict)

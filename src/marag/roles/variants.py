@@ -118,6 +118,13 @@ VARIANTS: dict[str, dict[str, Role]] = {
         "zeroshot-open": _ag(AnswerPrompt(best_last=False), "<answer>"),
         "fact-example-best-last": _ag(AnswerPrompt(example=True, example_in=_EX_FACT,
                                                    example_out="<answer>1889</answer>")),
+        "fact-example-best-last-open": _ag(AnswerPrompt(
+            example=True, example_in=_EX_FACT, example_out="<answer>1889</answer>"),
+            "<answer>"),
+        # FlashRAG's layout (documents in the system message, "Doc 1 (Title: ...)", best
+        # first), the reply opened with the tag
+        "zeroshot-system-docs-open": _ag(AnswerPrompt(best_last=False, docs_in_system=True,
+                                                      doc_style="titled"), "<answer>"),
     },
     "DS": {
         "example": select.ROLE,  # = the default

@@ -83,8 +83,8 @@ async def examples_mmoa(questions: Sequence[Question], retriever: Any, config: C
 
     cfg = config.sft
     m = config.method
-    ds = role_for("DS", m.prompts, "mmoa-rag", m.role_prompts)
-    ag = role_for("AG", m.prompts, "mmoa-rag", m.role_prompts)
+    ds = role_for("DS", m.prompts, "mmoa-rag", _variants(config, "DS"))
+    ag = role_for("AG", m.prompts, "mmoa-rag", _variants(config, "AG"))
     hits = await retriever.search([q.question for q in questions], m.candidates)
     out = []
     for q, h in zip(questions, hits):
@@ -202,3 +202,13 @@ def train_sft(backend: Any, examples: Sequence[Example], cfg: SFTConfig, out: st
     save_policy(policy, out / "policy")
     backend.weights_updated()
     return rows
+
+
+def _variants(config: Config, role: str) -> dict[str, str]:
+    """The prompt variants ``role`` runs with in ``config`` (its model's profile under
+    ``method.role_prompts``), as the workflow engine resolves them."""
+    from marag.roles.model_profiles import role_prompts
+
+    m = config.method
+    return role_prompts(config.llms[config.backend_for(role)].model, m.role_prompts,
+                        prompts=m.prompts, enabled=m.model_prompts)

@@ -108,10 +108,13 @@ class Context:
 
     def _resolve(self, role_name: str, method: str) -> Route:
         from marag.roles import role_for
+        from marag.roles.model_profiles import role_prompts
 
-        role = role_for(role_name, self.config.method.prompts, method,
-                        self.config.method.role_prompts)
         backend = self.config.backend_for(role_name)
+        m = self.config.method
+        variants = role_prompts(self.config.llms[backend].model, m.role_prompts,
+                                prompts=m.prompts, enabled=m.model_prompts)
+        role = role_for(role_name, m.prompts, method, variants)
         llm = self.llms.get(backend)
         if llm is None:
             raise ConfigError(
