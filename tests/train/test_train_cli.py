@@ -76,3 +76,15 @@ def test_train_resume_after_sigkill_and_ask_with_the_adapter(tmp_path, qa_data):
     bad = subprocess.run(_cmd("ask", "q?", "--adapter", str(tmp_path)), check=False, env=env,
                          capture_output=True, text=True, timeout=300)
     assert bad.returncode != 0 and "adapter_config.json" in bad.stderr
+
+
+def test_a_run_resumes_with_another_iteration_count_only():
+    """Extending a run (``--set train.iterations=N``) resumes it; any other change is refused
+    without --force."""
+    from marag.commands.train import _only_longer
+    from marag.config import load_config
+
+    saved = load_config(None, ["train.iterations=4"]).model_dump(mode="json")
+    assert _only_longer(saved, load_config(None, ["train.iterations=12"]).model_dump(mode="json"))
+    assert not _only_longer(saved, load_config(None, ["train.iterations=12", "train.lr=0.1"]
+                                               ).model_dump(mode="json"))

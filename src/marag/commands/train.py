@@ -36,7 +36,9 @@ def run(args: argparse.Namespace) -> int:
     out = Path(args.out)
     text = yaml.safe_dump(config.model_dump(mode="json"), sort_keys=False)
     saved = out / "config.yaml"
-    if saved.is_file() and saved.read_text() != text and not args.force:
+    if saved.is_file() and saved.read_text() != text and not args.force \
+            and not _only_longer(yaml.safe_load(saved.read_text()) or {},
+                                 config.model_dump(mode="json")):
         from marag.eval.rundir import describe_change
 
         changes = describe_change(yaml.safe_load(saved.read_text()) or {},
@@ -74,3 +76,15 @@ def run(args: argparse.Namespace) -> int:
         else:
             print(f"nothing to do: {out} is at iteration {trainer.start}")
     return 0
+
+
+def _only_longer(saved: dict, now: dict) -> bool:
+    """Whether the two configs differ in ``train.iterations`` alone: a run is extended (or
+    stopped earlier) by resuming it with another iteration count, e.g. while its evaluation F1
+    still improves."""
+    def without(cfg: dict) -> dict:
+        train = {k: v for k, v in (cfg.get("train") or {}).items() if k != "iterations"}
+        return {**cfg, "train": train}
+
+    return without(saved) == without(now)
+
