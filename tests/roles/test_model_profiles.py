@@ -7,7 +7,7 @@ import pytest
 from marag.roles.model_profiles import MODEL_PROFILES, profile_for, role_prompts
 from marag.roles.variants import get_variant
 
-QWEN = "zeroshot-system-docs-open"
+QWEN = "fact-example-best-last-open"
 
 
 @pytest.mark.parametrize("model", [

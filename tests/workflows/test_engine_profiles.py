@@ -20,13 +20,13 @@ class Recording(ScriptedLLM):
         return await super().generate(batch, params)
 
 
-@pytest.mark.parametrize(("model", "extra", "system_docs"), [
+@pytest.mark.parametrize(("model", "extra", "profiled"), [
     ("qwen2.5-coder-0.5b", [], True),
     ("qwen2.5-coder-0.5b", ["method.role_prompts.AG=zeroshot-best-last"], False),
     ("qwen2.5-coder-0.5b", ["method.model_prompts=false"], False),
     ("smollm2", [], False)])
 async def test_the_engine_builds_the_prompt_the_profile_names(ctx_for, model, extra,
-                                                              system_docs):
+                                                              profiled):
     llm = Recording()
     ctx = ctx_for(llm, None, f"llms.default.model={model}", *extra)
     q = Question(id="q1", question="When did Canada become independent?",
@@ -35,7 +35,7 @@ async def test_the_engine_builds_the_prompt_the_profile_names(ctx_for, model, ex
     root = run.add_node(q.question)
     docs = [Passage("a", "Canada", "Canada became independent in 1982.")]
     parsed, _ = await run.call("AG", root.id, question=q.question, docs=docs)
-    system = llm.seen[0][0]
-    assert system["role"] == "system"
-    assert ("Doc 1 (Title: Canada)" in system["content"]) is system_docs
+    messages = llm.seen[0]
+    # Qwen's profile: a worked example whose answer is a fact (the Eiffel Tower's year)
+    assert any("Eiffel Tower" in m["content"] for m in messages) is profiled
     assert parsed.value == "1982"

@@ -17,7 +17,7 @@ from pathlib import PurePath
 
 # model family key (matched inside the model's name, lower-case) -> role -> variant
 MODEL_PROFILES: dict[str, dict[str, str]] = {
-    "qwen2.5-coder-0.5b": {"AG": "zeroshot-system-docs-open"},
+    "qwen2.5-coder-0.5b": {"AG": "fact-example-best-last-open"},
 }
 
 
