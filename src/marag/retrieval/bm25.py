@@ -22,13 +22,14 @@ from typing import Any
 
 import numpy as np
 
-from marag.corpus import DocStore, build_store
+from marag.corpus import build_store
 from marag.retrieval.base import Retriever
 from marag.retrieval.manifest import (
     MANIFEST,
     STORE_DIR,
     BadIndexError,
     corpus_record,
+    open_store,
     read_manifest,
     write_manifest,
 )
@@ -203,7 +204,7 @@ class BM25Index(Retriever):
         if self.manifest["kind"] != "bm25":
             raise BadIndexError(f"{self.dir}: not a BM25 index (kind {self.manifest['kind']!r})")
         self.model = bm25s.BM25.load(str(self.dir / BM25_DIR), mmap=True, show_progress=False)
-        self.store = DocStore(self.dir / STORE_DIR)
+        self.store = open_store(self.dir, self.manifest)
         self._local = threading.local()
         # plain ndarray views of bm25s's memory maps: indexing np.memmap costs microseconds
         scores = self.model.scores
