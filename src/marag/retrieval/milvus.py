@@ -130,7 +130,7 @@ class MilvusRetriever(Retriever):
                  token_env: str | None = None, device: str = "cpu",
                  load_encoder: bool = True) -> None:
         self.uri, self.collection, self.nprobe = uri, collection, nprobe
-        if "://" not in uri and not Path(uri).is_file():
+        if "://" not in uri and not Path(uri).exists():
             raise RetrievalError(f"Milvus Lite file not found: {uri} (make it with "
                                  "marag index to-milvus INDEX --uri FILE)")
         self.client = connect(uri, token_env)

@@ -133,6 +133,9 @@ def build_tier(
     m = pq_m or default_pq_m(dim)
     if tier == "opq-ivfpq" and dim % m:
         raise ValueError(f"pq_m {m} must divide the dimension {dim}")
+    if tier == "opq-ivfpq" and n < 256:
+        raise ValueError(f"opq-ivfpq needs at least 256 vectors to train its 8-bit codebooks "
+                         f"(this index has {n}); use ivf-sq8 or flat-mmap")
     spec = f"IVF{nlist},SQ8" if tier == "ivf-sq8" else f"OPQ{m},IVF{nlist},PQ{m}"
     index = faiss.index_factory(dim, spec, _faiss_metric(metric))
     # faiss' k-means wants 39-256 points a centroid; PQ's codebooks want 256 x 39 per sub-space
@@ -206,7 +209,8 @@ class TierSearcher:
 
         if index_file is None or not index_file.is_file():
             raise FileNotFoundError(f"tier file missing: {index_file}")
-        flags = faiss.IO_FLAG_MMAP | faiss.IO_FLAG_READ_ONLY | faiss.IO_FLAG_ONDISK_SAME_DIR
+        # the on-disk lists memory-map their own file (IO_FLAG_MMAP on top of them crashes)
+        flags = faiss.IO_FLAG_READ_ONLY | faiss.IO_FLAG_ONDISK_SAME_DIR
         self.index = faiss.read_index(str(index_file), flags)
         self.nprobe = nprobe or params.get("nprobe") or DEFAULT_NPROBE[tier]
         faiss.extract_index_ivf(self.index).nprobe = self.nprobe
