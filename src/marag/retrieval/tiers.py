@@ -114,6 +114,7 @@ def build_tier(
     train_rows: int | None = None,
     shard_rows: int = 1 << 20,
     seed: int = 0,
+    opq_iters: int = 20,
     log: Any = None,
 ) -> dict[str, Any]:
     """Build ``tier`` from the flat rows ``vecs`` into ``out_file`` (+ ``.ivfdata``); return
@@ -138,6 +139,13 @@ def build_tier(
                          f"(this index has {n}); use ivf-sq8 or flat-mmap")
     spec = f"IVF{nlist},SQ8" if tier == "ivf-sq8" else f"OPQ{m},IVF{nlist},PQ{m}"
     index = faiss.index_factory(dim, spec, _faiss_metric(metric))
+    ivf = faiss.downcast_index(faiss.extract_index_ivf(index))
+    if tier == "opq-ivfpq":
+        # polysemous training re-orders codes for Hamming filtering, which is never used
+        # here, and costs 20x the rest of training
+        ivf.do_polysemous_training = False
+        opq = faiss.downcast_VectorTransform(index.chain.at(0))
+        opq.niter = opq_iters
     # faiss' k-means wants 39-256 points a centroid; PQ's codebooks want 256 x 39 per sub-space
     want = max(64 * nlist, 256 * 39 if tier == "opq-ivfpq" else 0)
     n_train = min(n, train_rows or want)
@@ -176,7 +184,8 @@ def build_tier(
         "file": out_file.name,
         "spec": spec,
         "params": {"nlist": nlist, "pq_m": m if tier == "opq-ivfpq" else None,
-                   "train_rows": n_train, "nprobe": DEFAULT_NPROBE[tier],
+                   "train_rows": n_train, "opq_iters": opq_iters if tier == "opq-ivfpq" else None,
+                   "nprobe": DEFAULT_NPROBE[tier],
                    "rerank": DEFAULT_RERANK[tier]},
         "cost": {
             "disk_bytes": disk,

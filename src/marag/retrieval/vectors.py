@@ -100,8 +100,10 @@ def read_npy(path: str | os.PathLike[str], metric: str = "inner_product") -> Vec
         raise FileNotFoundError(f"vector file not found: {path}")
     with open(p, "rb") as f:
         try:
-            version = np.lib.format.read_magic(f)
-            shape, fortran, dtype = np.lib.format._read_array_header(f, version)
+            major, _ = np.lib.format.read_magic(f)
+            read = (np.lib.format.read_array_header_1_0 if major == 1
+                    else np.lib.format.read_array_header_2_0)
+            shape, fortran, dtype = read(f)
         except ValueError as e:
             raise VectorFileError(f"{path}: not a .npy file ({e})") from None
         offset = f.tell()
