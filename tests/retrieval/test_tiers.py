@@ -49,8 +49,7 @@ def synthetic(tmp_path_factory):
     flat.add(xb)
     faiss.write_index(flat, str(d / "flat.index"))
     with open(d / "corpus.jsonl", "w") as f:
-        for i in range(N_SYNTH):
-            f.write(json.dumps({"id": str(i), "contents": f'"T{i}"\npassage {i}'}) + "\n")
+        f.writelines(json.dumps({"id": str(i), "contents": f'"T{i}"\npassage {i}'}) + "\n" for i in range(N_SYNTH))
     q = xb[rng.integers(0, N_SYNTH, 50)] + 0.05 * rng.standard_normal((50, DIM))
     q = (q / np.linalg.norm(q, axis=1, keepdims=True)).astype(np.float32)
     out = d / "idx"
