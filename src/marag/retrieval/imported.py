@@ -209,7 +209,7 @@ def compress_index(
     vf.check_unchanged(manifest["vectors"])
     (d / "tiers").mkdir(exist_ok=True)
     out_file = d / "tiers" / f"{tier}.faiss"
-    rec = build_tier(vf.open(), vf.metric, tier, out_file, nlist=nlist, pq_m=pq_m,
+    rec = build_tier(vf.reader(), vf.metric, tier, out_file, nlist=nlist, pq_m=pq_m,
                      train_rows=train_rows, log=log)
     rec["file"] = f"tiers/{out_file.name}"
     if nprobe is not None:

@@ -73,7 +73,8 @@ class TieredDenseIndex(Retriever):
         record = tiers[self.tier]
         file = self.dir / record["file"] if record.get("file") else None
         try:
-            self.searcher = TierSearcher(self.tier, self.vecs, vf.metric, file, nprobe=nprobe,
+            self.reader = vf.reader()
+            self.searcher = TierSearcher(self.tier, self.reader, vf.metric, file, nprobe=nprobe,
                                          rerank_depth=rerank, params=record.get("params"))
         except FileNotFoundError as e:
             raise BadIndexError(f"{self.dir}: {e}") from None
@@ -124,3 +125,4 @@ class TieredDenseIndex(Retriever):
 
     def close(self) -> None:
         self.store.close()
+        self.reader.close()

@@ -56,18 +56,21 @@ def _faiss_metric(metric: str) -> int:
     return faiss.METRIC_INNER_PRODUCT if metric == "inner_product" else faiss.METRIC_L2
 
 
-def flat_search(vecs: np.ndarray, queries: np.ndarray, k: int, metric: str,
+def flat_search(vecs: Any, queries: np.ndarray, k: int, metric: str,
                 block: int = SEARCH_BLOCK) -> tuple[np.ndarray, np.ndarray]:
-    """Exact top-k over memory-mapped rows: ``(scores, rows)``, best first, rows -1 if none."""
+    """Exact top-k over the rows of ``vecs`` (an array or a ``VectorReader``), one block at a
+    time: ``(scores, rows)``, best first, rows -1 if none."""
     import faiss
 
     n = len(vecs)
     k = min(k, n)
     ip = metric == "inner_product"
     heap = faiss.ResultHeap(len(queries), k, keep_max=ip)
+    buf = np.empty((min(block, n), queries.shape[1]), np.float32) if hasattr(vecs, "block") else None
     for lo in range(0, n, block):
-        part = vecs[lo : lo + block]
-        d, i = faiss.knn(queries, part, min(k, len(part)), metric=_faiss_metric(metric))
+        part = vecs.block(lo, lo + block, buf) if buf is not None else vecs[lo : lo + block]
+        d, i = faiss.knn(queries, np.ascontiguousarray(part), min(k, len(part)),
+                         metric=_faiss_metric(metric))
         if d.shape[1] < k:  # the last, short block: pad to the heap's width
             pad = k - d.shape[1]
             d = np.hstack([d, np.full((len(d), pad), -np.inf if ip else np.inf, np.float32)])
@@ -77,25 +80,32 @@ def flat_search(vecs: np.ndarray, queries: np.ndarray, k: int, metric: str,
     return heap.D, heap.I
 
 
-def rerank(vecs: np.ndarray, queries: np.ndarray, cand: np.ndarray, k: int,
+def rerank(vecs: Any, queries: np.ndarray, cand: np.ndarray, k: int,
            metric: str) -> tuple[np.ndarray, np.ndarray]:
     """Exact scores of each query's candidate rows (read from the flat file), top k kept."""
     nq = len(queries)
-    out_s = np.full((nq, k), -np.inf, np.float32)
+    out_s = np.full((nq, k), -np.inf if metric == "inner_product" else np.inf, np.float32)
     out_r = np.full((nq, k), -1, np.int64)
+    # every candidate row of the batch read once, in file order
+    uniq, inverse = np.unique(np.where(cand >= 0, cand, -1), return_inverse=True)
+    inverse = inverse.reshape(cand.shape)
+    valid = uniq >= 0
+    take = vecs.take if hasattr(vecs, "take") else (lambda r: vecs[r])
+    exact = np.zeros((len(uniq), queries.shape[1]), np.float32)
+    exact[valid] = take(uniq[valid])
     for qi in range(nq):
-        rows = cand[qi][cand[qi] >= 0]
-        if not len(rows):
+        keep = cand[qi] >= 0
+        if not keep.any():
             continue
-        order = np.argsort(rows)  # ascending offsets: sequential-ish reads of the file
-        exact = vecs[rows[order]]
+        rows_q, v = cand[qi][keep], exact[inverse[qi][keep]]
         if metric == "inner_product":
-            s = exact @ queries[qi]
+            s = v @ queries[qi]
+            top = np.argsort(-s, kind="stable")[:k]
         else:
-            s = -np.sum((exact - queries[qi]) ** 2, axis=1)
-        top = np.argsort(-s, kind="stable")[:k]
-        out_s[qi, : len(top)] = s[top] if metric == "inner_product" else -s[top]
-        out_r[qi, : len(top)] = rows[order][top]
+            s = np.sum((v - queries[qi]) ** 2, axis=1)
+            top = np.argsort(s, kind="stable")[:k]
+        out_s[qi, : len(top)] = s[top]
+        out_r[qi, : len(top)] = rows_q[top]
     return out_s, out_r
 
 
@@ -105,7 +115,7 @@ def peak_rss_mib() -> float:
 
 
 def build_tier(
-    vecs: np.ndarray,
+    vecs: Any,
     metric: str,
     tier: str,
     out_file: Path,
@@ -124,7 +134,9 @@ def build_tier(
 
     if tier not in COMPRESSED:
         raise ValueError(f"unknown tier {tier!r} (compressed tiers: {', '.join(COMPRESSED)})")
-    n, dim = vecs.shape
+    n, dim = len(vecs), int(vecs.shape[1]) if hasattr(vecs, "shape") else vecs.dim
+    take = vecs.take if hasattr(vecs, "take") else (lambda r: vecs[r])
+    block = vecs.block if hasattr(vecs, "block") else (lambda a, b: vecs[a:b])
     if n == 0:
         raise ValueError("no vectors to compress")
     t0 = time.perf_counter()
@@ -153,7 +165,7 @@ def build_tier(
     rows = np.sort(rng.choice(n, size=n_train, replace=False))
     if log:
         log(f"{tier}: training {spec} on {n_train} of {n} rows")
-    index.train(np.ascontiguousarray(vecs[rows], dtype=np.float32))
+    index.train(np.ascontiguousarray(take(rows), dtype=np.float32))
     del rows
     train_s = time.perf_counter() - t0
     tmp = out_file.with_name(out_file.name + ".shards")
@@ -166,7 +178,7 @@ def build_tier(
         shard = faiss.read_index(str(trained))
         for a in range(lo, min(n, lo + shard_rows), SEARCH_BLOCK):
             b = min(n, lo + shard_rows, a + SEARCH_BLOCK)
-            shard.add_with_ids(np.ascontiguousarray(vecs[a:b]), np.arange(a, b, dtype=np.int64))
+            shard.add_with_ids(np.ascontiguousarray(block(a, b)), np.arange(a, b, dtype=np.int64))
         path = tmp / f"shard{len(shards):04d}.faiss"
         faiss.write_index(shard, str(path))
         shards.append(str(path))
@@ -203,7 +215,7 @@ def build_tier(
 class TierSearcher:
     """Search one tier of an index: encoded queries in, ``(scores, rows)`` out."""
 
-    def __init__(self, tier: str, vecs: np.ndarray, metric: str, index_file: Path | None = None,
+    def __init__(self, tier: str, vecs: Any, metric: str, index_file: Path | None = None,
                  nprobe: int | None = None, rerank_depth: int | None = None,
                  params: dict[str, Any] | None = None) -> None:
         params = params or {}

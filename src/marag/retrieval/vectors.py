@@ -58,6 +58,9 @@ class VectorFile:
             raise VectorFileError(f"vector file {self.path} changed size since it was recorded "
                                   f"({recorded.get('size')} -> {p.stat().st_size} bytes)")
 
+    def reader(self) -> VectorReader:
+        return VectorReader(self)
+
     def open(self) -> np.ndarray:
         """The rows as a read-only memory map (a plain ndarray view: nothing is read yet)."""
         if self.rows == 0:
@@ -123,3 +126,52 @@ def read_vector_file(path: str | os.PathLike[str]) -> VectorFile:
     if magic == b"\x93NUMPY":
         return read_npy(p)
     return read_faiss_flat(p)
+
+
+class VectorReader:
+    """Rows of a flat vector file read with ``pread`` into buffers this process owns.
+
+    Reading instead of memory-mapping keeps the file's pages in the shared page cache, not in
+    this process's resident set: a server's RSS stays at its buffers however much of a 64 GB
+    file it has scanned, and the kernel keeps what fits of the file cached for every worker.
+    """
+
+    def __init__(self, vf: VectorFile) -> None:
+        self.vf = vf
+        self.rows, self.dim = vf.rows, vf.dim
+        self._row_bytes = 4 * vf.dim
+        self._fd = os.open(vf.path, os.O_RDONLY)
+
+    def __len__(self) -> int:
+        return self.rows
+
+    def __del__(self) -> None:
+        self.close()
+
+    def close(self) -> None:
+        fd = getattr(self, "_fd", None)
+        if fd is not None:
+            os.close(fd)
+            self._fd = None
+
+    def block(self, lo: int, hi: int, out: np.ndarray | None = None) -> np.ndarray:
+        """Rows ``lo:hi`` (into ``out``'s first rows when given)."""
+        hi = min(hi, self.rows)
+        n = max(0, hi - lo)
+        buf = out[:n] if out is not None else np.empty((n, self.dim), np.float32)
+        view = memoryview(buf.reshape(-1).view(np.uint8))
+        pos, want = self.vf.offset + lo * self._row_bytes, n * self._row_bytes
+        done = 0
+        while done < want:
+            got = os.preadv(self._fd, [view[done:]], pos + done)
+            if got <= 0:
+                raise VectorFileError(f"{self.vf.path}: short read at row {lo + done // self._row_bytes}")
+            done += got
+        return buf
+
+    def take(self, rows: np.ndarray) -> np.ndarray:
+        """The given rows, in the given order (one read per row)."""
+        out = np.empty((len(rows), self.dim), np.float32)
+        for i, r in enumerate(rows.tolist()):
+            self.block(r, r + 1, out[i : i + 1])
+        return out
