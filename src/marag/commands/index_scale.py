@@ -33,6 +33,9 @@ def register(isub: Any) -> None:
                    help="pooling the vectors were made with (mean for E5); checked against the encoder")
     m.add_argument("--any-id-order", action="store_true",
                    help="accept numeric ids that are not line numbers")
+    m.add_argument("--skip-encoder-check", action="store_true",
+                   help="record the settings without loading the encoder (not on this machine); "
+                        "they are checked when the index is opened")
     m.add_argument("--device", default="cpu")
     m.set_defaults(func=run_import)
 
@@ -83,7 +86,8 @@ def run_import(args: argparse.Namespace) -> int:
             args.out, args.corpus, faiss_file=args.faiss, bm25_dir=args.bm25,
             encoder=args.encoder, query_prefix=args.query_prefix,
             passage_prefix=args.passage_prefix, pooling=args.pooling,
-            ordered_ids=not args.any_id_order, device=args.device, log=_say)
+            ordered_ids=not args.any_id_order, device=args.device,
+            check_encoder=not args.skip_encoder_check, log=_say)
     except (FileNotFoundError, ValueError, RetrievalError) as e:
         print(f"marag index import: {e}", file=sys.stderr)
         return 1

@@ -91,6 +91,19 @@ def settings_for(
     return settings
 
 
+def stated_settings(name: str | None, dim: int, metric: str, query_prefix: str | None = None,
+                    passage_prefix: str | None = None, pooling: str | None = None,
+                    normalize: bool = True) -> EncoderSettings:
+    """Settings as stated, without the encoder at hand (checked when the index is opened)."""
+    name = canonical_encoder(name)
+    q_default, p_default = default_prefixes(name)
+    if pooling is not None and pooling not in POOLINGS:
+        raise EncoderMismatch(f"unknown pooling {pooling!r} (choose from {', '.join(POOLINGS)})")
+    return EncoderSettings(name, q_default if query_prefix is None else query_prefix,
+                           p_default if passage_prefix is None else passage_prefix,
+                           pooling or "mean", normalize, metric, dim)
+
+
 def check_model(model: Any, settings: EncoderSettings) -> None:
     """Raise EncoderMismatch unless ``model`` makes vectors the way ``settings`` says."""
     dim = model_dim(model)

@@ -20,7 +20,13 @@ from typing import Any
 
 import numpy as np
 
-from marag.retrieval.encoding import EncoderMismatch, EncoderSettings, check_model, settings_for
+from marag.retrieval.encoding import (
+    EncoderMismatch,
+    EncoderSettings,
+    check_model,
+    settings_for,
+    stated_settings,
+)
 from marag.retrieval.manifest import MANIFEST, BadIndexError, corpus_record, read_manifest
 from marag.retrieval.tiers import COMPRESSED, build_tier
 from marag.retrieval.vectors import VectorFile, read_npy, read_vector_file
@@ -62,9 +68,14 @@ def import_index(
     normalize: bool = True,
     ordered_ids: bool = True,
     device: str = "cpu",
+    check_encoder: bool = True,
     log: Callable[[str], None] | None = None,
 ) -> dict[str, Any]:
-    """Import into ``out_dir`` and return a report (parts written, passages, disk used)."""
+    """Import into ``out_dir`` and return a report (parts written, passages, disk used).
+
+    ``check_encoder=False`` records the stated settings without loading the encoder (it is
+    not on this machine); opening the index checks them then.
+    """
     from marag.retrieval.linestore import plain_corpus, scan_lines
 
     if faiss_file is None and bm25_dir is None:
@@ -97,14 +108,18 @@ def import_index(
         if vf.rows != scan.count:
             raise ImportError_(f"{faiss_file} holds {vf.rows} vectors but {corpus} has "
                                f"{scan.count} passages: row i must be passage i")
-        from marag.retrieval.dense import load_encoder
+        if check_encoder:
+            from marag.retrieval.dense import load_encoder
 
-        model = load_encoder(encoder, device)
-        try:
-            settings = settings_for(model, encoder, vf.dim, vf.metric, query_prefix,
-                                    passage_prefix, pooling, normalize)
-        except EncoderMismatch as e:
-            raise ImportError_(f"{faiss_file}: {e}") from None
+            model = load_encoder(encoder, device)
+            try:
+                settings = settings_for(model, encoder, vf.dim, vf.metric, query_prefix,
+                                        passage_prefix, pooling, normalize)
+            except EncoderMismatch as e:
+                raise ImportError_(f"{faiss_file}: {e}") from None
+        else:
+            settings = stated_settings(encoder, vf.dim, vf.metric, query_prefix,
+                                       passage_prefix, pooling, normalize)
         dense = out / "dense" if bm25_dir is not None else out
         dense.mkdir(exist_ok=True)
         manifest = _base_manifest("dense", record, scan.count, time.perf_counter() - t0)

@@ -30,6 +30,7 @@ TIERS = ("flat-mmap", "ivf-sq8", "opq-ivfpq")
 COMPRESSED = TIERS[1:]
 DEFAULT_NPROBE = {"ivf-sq8": 64, "opq-ivfpq": 64}
 DEFAULT_RERANK = {"flat-mmap": 0, "ivf-sq8": 0, "opq-ivfpq": 200}
+OPQ_TRAIN_ROWS = 16384
 SEARCH_BLOCK = 1 << 16  # flat rows per block: 64k x 768 x 4 B = 192 MiB of pages at a time
 
 
@@ -124,7 +125,7 @@ def build_tier(
     train_rows: int | None = None,
     shard_rows: int = 1 << 20,
     seed: int = 0,
-    opq_iters: int = 20,
+    opq_iters: int = 10,
     log: Any = None,
 ) -> dict[str, Any]:
     """Build ``tier`` from the flat rows ``vecs`` into ``out_file`` (+ ``.ivfdata``); return
@@ -158,6 +159,7 @@ def build_tier(
         ivf.do_polysemous_training = False
         opq = faiss.downcast_VectorTransform(index.chain.at(0))
         opq.niter = opq_iters
+        opq.max_train_points = OPQ_TRAIN_ROWS  # the rotation needs far fewer rows than PQ
     # faiss' k-means wants 39-256 points a centroid; PQ's codebooks want 256 x 39 per sub-space
     want = max(64 * nlist, 256 * 39 if tier == "opq-ivfpq" else 0)
     n_train = min(n, train_rows or want)
