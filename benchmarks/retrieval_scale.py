@@ -11,6 +11,8 @@ lock on the dev box):
     python benchmarks/retrieval_scale.py serve    --work W --tier ivf-sq8 --nprobe 64
     python benchmarks/retrieval_scale.py serve    --work W --tier opq-ivfpq --nprobe 64 --rerank 200
     python benchmarks/retrieval_scale.py encode   --work W          # query encoding, apart
+    python benchmarks/retrieval_scale.py bm25-build --work W        # BM25 over the same corpus
+    python benchmarks/retrieval_scale.py bm25-serve --work W
     python benchmarks/retrieval_scale.py report   --work W [--work W4]
 
 ``gen`` writes a faiss ``IndexFlatIP`` file of unit vectors drawn around 4,096 random centres
@@ -191,6 +193,43 @@ def encode(work: Path, batch: int) -> None:
                   "seconds": round(time.perf_counter() - t0, 2)})
 
 
+def bm25_build(work: Path) -> None:
+    from marag.retrieval import build_index
+
+    s = Sampler()
+    t0 = time.perf_counter()
+    build_index(work / "corpus.jsonl", work / "bm25", kind="bm25", show_progress=False)
+    record(work, {"step": "bm25-build", "seconds": round(time.perf_counter() - t0, 1),
+                  "disk_bytes": du(work / "bm25"), **s.stop()})
+
+
+def bm25_serve(work: Path, single: int, batch: int, k: int) -> None:
+    from retrieval_speed import questions
+
+    from marag.retrieval import open_index
+
+    s = Sampler()
+    t0 = time.perf_counter()
+    idx = open_index(work / "bm25")
+    load_s = time.perf_counter() - t0
+    after_load = status()
+    qs = (questions() * 3)[: max(batch, single + 5)]
+    idx.search_batch(qs[:5], k)
+    lat = []
+    for q in qs[5 : 5 + single]:
+        t1 = time.perf_counter()
+        idx.search_batch([q], k)
+        lat.append(time.perf_counter() - t1)
+    t2 = time.perf_counter()
+    idx.search_batch(qs[:batch], k)
+    record(work, {"step": "bm25-serve", "k": k, "load_s": round(load_s, 3),
+                  "after_load": after_load, "single_queries": single,
+                  "p50_ms": round(1000 * float(np.percentile(lat, 50)), 2),
+                  "p99_ms": round(1000 * float(np.percentile(lat, 99)), 2),
+                  "batch": batch, "batch_s": round(time.perf_counter() - t2, 2),
+                  "after": status(), **s.stop()})
+
+
 def report(works: list[Path]) -> None:
     for w in works:
         rows = [json.loads(x) for x in (w / "results.jsonl").read_text().splitlines()]
@@ -201,7 +240,8 @@ def report(works: list[Path]) -> None:
 
 def main() -> None:
     ap = argparse.ArgumentParser()
-    ap.add_argument("step", choices=["gen", "import", "compress", "serve", "encode", "report"])
+    ap.add_argument("step", choices=["gen", "import", "compress", "serve", "encode",
+                                     "bm25-build", "bm25-serve", "report"])
     ap.add_argument("--work", type=Path, action="append", required=True)
     ap.add_argument("--n", type=int, default=1_000_000)
     ap.add_argument("--dim", type=int, default=768)
@@ -225,6 +265,10 @@ def main() -> None:
         serve(w, a.tier, a.nprobe, a.rerank, a.single, a.batch, a.k)
     elif a.step == "encode":
         encode(w, a.batch)
+    elif a.step == "bm25-build":
+        bm25_build(w)
+    elif a.step == "bm25-serve":
+        bm25_serve(w, a.single, a.batch, a.k)
     else:
         report(a.work)
 
