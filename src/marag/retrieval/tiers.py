@@ -206,10 +206,10 @@ def build_tier(
             "build_seconds": round(time.perf_counter() - t0, 2),
             "train_seconds": round(train_s, 2),
             "build_peak_rss_mib": round(peak_rss_mib(), 1),
-            "how": "build_peak_rss_mib is ru_maxrss of the compress process (it counts pages "
-                   "of the memory-mapped flat file it touched); disk_bytes is the tier's "
-                   "index file plus its on-disk lists; serving memory: benchmarks/"
-                   "retrieval_scale.py (BENCHMARKS.md)",
+            "how": "build_peak_rss_mib: ru_maxrss of the compress process (the flat file is "
+                   "read with pread, so it counts the training sample, one shard's codes and "
+                   "faiss' buffers, not the file); disk_bytes: the tier's index file plus its "
+                   "on-disk lists; serving memory: benchmarks/retrieval_scale.py (BENCHMARKS.md)",
         },
     }
 
