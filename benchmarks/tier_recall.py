@@ -84,7 +84,7 @@ def recall(rows: np.ndarray, truth: np.ndarray) -> float:
 
 
 def measure(work: Path, nprobes: list[int], reranks: list[int], pq_ms: list[int],
-            nlist: int | None, n_synth: int) -> None:
+            nlist: int | None, n_synth: int, sq8_reranks: list[int], out_name: str) -> None:
     from marag.retrieval.imported import compress_index
     from marag.retrieval.tiered import TieredDenseIndex
     from marag.retrieval.tiers import flat_search
@@ -97,7 +97,7 @@ def measure(work: Path, nprobes: list[int], reranks: list[int], pq_ms: list[int]
 
     def run(idx_dir: Path, tier: str, label: dict) -> None:
         for nprobe in nprobes:
-            for rr in (reranks if tier == "opq-ivfpq" else [0]):
+            for rr in (reranks if tier == "opq-ivfpq" else sq8_reranks):
                 idx = TieredDenseIndex(idx_dir, tier=tier, nprobe=nprobe, rerank=rr,
                                        load_encoder=False)
                 nl = idx.manifest["tiers"][tier]["params"]["nlist"]
@@ -122,7 +122,7 @@ def measure(work: Path, nprobes: list[int], reranks: list[int], pq_ms: list[int]
             label = {"spec": rec["spec"], "bytes_per_vector": (m or vecs.shape[1]),
                      "build_s": round(time.perf_counter() - t0, 1)}
             run(d, tier, label)
-    (work / "recall.jsonl").write_text("".join(json.dumps(r) + "\n" for r in results))
+    (work / out_name).write_text("".join(json.dumps(r) + "\n" for r in results))
     print(f"{len(vecs)} vectors x {vecs.shape[1]} dims; queries: "
           + ", ".join(f"{k}: {len(v)}" for k, v in sets.items()))
 
@@ -133,14 +133,16 @@ def main() -> None:
     ap.add_argument("--work", type=Path, default=Path("/tmp/marag-bench/tier-recall"))
     ap.add_argument("--nprobe", type=int, nargs="+", default=[4, 8, 16, 32, 64])
     ap.add_argument("--rerank", type=int, nargs="+", default=[0, 50, 100, 200, 400])
+    ap.add_argument("--sq8-rerank", type=int, nargs="+", default=[0])
     ap.add_argument("--pq-m", type=int, nargs="+", default=[32, 48])
+    ap.add_argument("--out", default="recall.jsonl", help="results file under --work")
     ap.add_argument("--nlist", type=int, default=256)
     ap.add_argument("--synthetic", type=int, default=2000)
     a = ap.parse_args()
     if a.step == "encode":
         encode(a.work)
     else:
-        measure(a.work, a.nprobe, a.rerank, a.pq_m, a.nlist, a.synthetic)
+        measure(a.work, a.nprobe, a.rerank, a.pq_m, a.nlist, a.synthetic, a.sq8_rerank, a.out)
 
 
 if __name__ == "__main__":

@@ -81,32 +81,38 @@ def flat_search(vecs: Any, queries: np.ndarray, k: int, metric: str,
     return heap.D, heap.I
 
 
+RERANK_CHUNK = 256  # queries re-ranked together: bounds the candidate buffer (256 x depth rows)
+
+
 def rerank(vecs: Any, queries: np.ndarray, cand: np.ndarray, k: int,
            metric: str) -> tuple[np.ndarray, np.ndarray]:
     """Exact scores of each query's candidate rows (read from the flat file), top k kept."""
     nq = len(queries)
     out_s = np.full((nq, k), -np.inf if metric == "inner_product" else np.inf, np.float32)
     out_r = np.full((nq, k), -1, np.int64)
-    # every candidate row of the batch read once, in file order
-    uniq, inverse = np.unique(np.where(cand >= 0, cand, -1), return_inverse=True)
-    inverse = inverse.reshape(cand.shape)
-    valid = uniq >= 0
     take = vecs.take if hasattr(vecs, "take") else (lambda r: vecs[r])
-    exact = np.zeros((len(uniq), queries.shape[1]), np.float32)
-    exact[valid] = take(uniq[valid])
-    for qi in range(nq):
-        keep = cand[qi] >= 0
-        if not keep.any():
-            continue
-        rows_q, v = cand[qi][keep], exact[inverse[qi][keep]]
-        if metric == "inner_product":
-            s = v @ queries[qi]
-            top = np.argsort(-s, kind="stable")[:k]
-        else:
-            s = np.sum((v - queries[qi]) ** 2, axis=1)
-            top = np.argsort(s, kind="stable")[:k]
-        out_s[qi, : len(top)] = s[top]
-        out_r[qi, : len(top)] = rows_q[top]
+    for lo in range(0, nq, RERANK_CHUNK):
+        c = cand[lo : lo + RERANK_CHUNK]
+        # each candidate row of the chunk read once, in file order
+        uniq, inverse = np.unique(c, return_inverse=True)
+        inverse = inverse.reshape(c.shape)
+        valid = uniq >= 0
+        exact = np.zeros((len(uniq), queries.shape[1]), np.float32)
+        exact[valid] = take(uniq[valid])
+        for j in range(len(c)):
+            keep = c[j] >= 0
+            if not keep.any():
+                continue
+            q = queries[lo + j]
+            v = exact[inverse[j][keep]]
+            if metric == "inner_product":
+                s = v @ q
+                top = np.argsort(-s, kind="stable")[:k]
+            else:
+                s = np.sum((v - q) ** 2, axis=1)
+                top = np.argsort(s, kind="stable")[:k]
+            out_s[lo + j, : len(top)] = s[top]
+            out_r[lo + j, : len(top)] = c[j][keep][top]
     return out_s, out_r
 
 
