@@ -81,3 +81,14 @@ def test_milvus_errors(milvus_db, tmp_path):
         MilvusRetriever("http://127.0.0.1:9", "wiki18")
     with pytest.raises(RetrievalError, match="exists"):
         index_to_milvus(local_dir, uri, "wiki18")
+
+
+def test_to_milvus_from_the_cli(milvus_db, tmp_path, capsys):
+    from marag.cli import main
+
+    local_dir, _ = milvus_db
+    uri = str(tmp_path / "cli.db")
+    assert main(["index", "to-milvus", str(local_dir), "--uri", uri, "--collection", "c"]) == 0
+    assert "copied 60 rows into Milvus collection 'c'" in capsys.readouterr().out
+    assert main(["index", "to-milvus", str(local_dir), "--uri", uri, "--collection", "c"]) == 1
+    assert "exists at" in capsys.readouterr().err
