@@ -133,8 +133,11 @@ def test_import_bm25s_and_both_as_hybrid(wiki18_layout, nq_queries, tmp_path):
     hits = idx.search_batch(nq_queries, 3)
     for h, r, s in zip(hits, rows, scores, strict=True):
         n = len(h.ids)
-        assert h.ids == [str(x) for x in r[:n]]
         np.testing.assert_allclose(h.scores, s[:n], rtol=1e-6)
+        # the same passages; tied scores may come in another order (marag: corpus order)
+        assert {(round(float(a), 5), str(b)) for a, b in zip(s[:n], r[:n], strict=True)
+                if a > s[n - 1]} <= {(round(x, 5), i) for x, i in zip(h.scores, h.ids,
+                                                                      strict=True)}
     both = tmp_path / "both"
     import_index(both, wiki18_layout["tar"], faiss_file=wiki18_layout["faiss"],
                  bm25_dir=wiki18_layout["bm25"], encoder="minilm")
