@@ -173,3 +173,17 @@ def test_cli_import_search_verify_compress(wiki18_layout, tmp_path, capsys):
     assert main(["index", "import", "--corpus", str(tmp_path / "bad.jsonl.gz"), "--faiss",
                  str(wiki18_layout["faiss"]), "--out", str(tmp_path / "bad")]) == 1
     assert "missing field 'contents' or 'text'" in capsys.readouterr().err
+
+
+def test_settings_recorded_without_the_encoder_are_checked_on_open(wiki18_layout, tmp_path,
+                                                                   monkeypatch):
+    monkeypatch.setenv("HF_HUB_OFFLINE", "1")
+    out = tmp_path / "e5"
+    import_index(out, wiki18_layout["corpus"], faiss_file=wiki18_layout["faiss"],
+                 encoder="intfloat/e5-base-v2", check_encoder=False)
+    m = json.loads((out / "manifest.json").read_text())["query_encoder"]
+    assert (m["query_prefix"], m["passage_prefix"], m["pooling"], m["dim"]) == (
+        "query: ", "passage: ", "mean", 384)
+    # E5 is not on this machine (no hub): opening says so instead of a traceback
+    with pytest.raises(BadIndexError, match="cannot load the query encoder intfloat/e5-base-v2"):
+        open_index(out)

@@ -88,8 +88,14 @@ def run_import(args: argparse.Namespace) -> int:
             passage_prefix=args.passage_prefix, pooling=args.pooling,
             ordered_ids=not args.any_id_order, device=args.device,
             check_encoder=not args.skip_encoder_check, log=_say)
-    except (FileNotFoundError, ValueError, RetrievalError) as e:
+    except (ValueError, RetrievalError) as e:
         print(f"marag index import: {e}", file=sys.stderr)
+        return 1
+    except OSError as e:  # a missing file, or an encoder that cannot be loaded here
+        hint = "" if isinstance(e, FileNotFoundError) else (
+            " (if the encoder is not on this machine, --skip-encoder-check records the "
+            "settings and checks them when the index is opened)")
+        print(f"marag index import: {e}{hint}", file=sys.stderr)
         return 1
     mib = report["disk_bytes"] / (1 << 20)
     print(f"imported {report['passages']} passages into {report['out']} "

@@ -83,7 +83,10 @@ class TieredDenseIndex(Retriever):
         if load_encoder:
             from marag.retrieval.dense import load_encoder as load
 
-            self.encoder = load(self.settings.name, device)
+            try:
+                self.encoder = load(self.settings.name, device)
+            except OSError as e:  # not downloaded, no hub access...
+                raise BadIndexError(f"{self.dir}: cannot load the query encoder {self.settings.name}: {e}") from None
             try:
                 check_model(self.encoder, self.settings)
             except EncoderMismatch as e:
