@@ -137,3 +137,36 @@ def test_checksums(tmp_path, monkeypatch):
     monkeypatch.setattr(corpus_mod, "PARTIAL_CHUNK", 64)
     part = file_checksum(f)
     assert part["kind"] == "partial-sha256" and part["sha256"] != rec["sha256"]
+
+
+def test_tar_packed_corpus_is_read_by_its_bytes(tmp_path):
+    """Search-R1's wiki-18.jsonl.gz is a tar.gz; a plain tar and a gzip without the .gz name
+    are read too: what a file is comes from its bytes, not its name."""
+    import gzip
+    import tarfile
+
+    from marag.corpus import iter_corpus
+    from marag.types import sniff
+
+    plain = tmp_path / "c.jsonl"
+    plain.write_text('{"id": "0", "contents": "\\"A\\"\\none"}\n{"id": "1", "text": "two"}\n')
+    packed = tmp_path / "wiki-18.jsonl.gz"
+    with tarfile.open(packed, "w:gz") as t:
+        t.add(plain, arcname="wiki-18.jsonl")
+    bare_tar = tmp_path / "bare.jsonl"
+    with tarfile.open(bare_tar, "w") as t:
+        t.add(plain, arcname="x.jsonl")
+    gz_named_plain = tmp_path / "gz.jsonl"
+    gz_named_plain.write_bytes(gzip.compress(plain.read_bytes()))
+    assert [sniff(p) for p in (plain, packed, bare_tar, gz_named_plain)] == [
+        "plain", "tar", "tar", "gzip"]
+    want = [(p.id, p.title, p.text) for p in iter_corpus(plain)]
+    assert want == [("0", "A", "one"), ("1", "", "two")]
+    for path in (packed, bare_tar, gz_named_plain):
+        assert [(p.id, p.title, p.text) for p in iter_corpus(path)] == want
+    empty = tmp_path / "dir-only.tar"
+    (tmp_path / "d").mkdir()
+    with tarfile.open(empty, "w") as t:
+        t.add(tmp_path / "d", arcname="d")
+    with pytest.raises(ValueError, match="holds no regular file"):
+        list(iter_corpus(empty))

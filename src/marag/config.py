@@ -11,7 +11,14 @@ from pathlib import Path
 from typing import Annotated, Any, Literal, get_args
 
 import yaml
-from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator
+from pydantic import (
+    BaseModel,
+    ConfigDict,
+    Field,
+    ValidationError,
+    field_validator,
+    model_validator,
+)
 
 # The names a config (and the command line) may use, each defined once; CLI choices, validation
 # and the code that dispatches on them import these.
@@ -96,6 +103,25 @@ class RetrievalConfig(Section):
     kind: IndexKind = "bm25"
     url: str | None = None
     timeout: float = Field(30.0, gt=0)
+    # dense indexes: which memory tier serves (flat-mmap, ivf-sq8, opq-ivfpq; None: the
+    # manifest's default_tier), IVF lists probed per query and exact re-rank depth (None:
+    # what the tier recorded; 0: no re-rank). See docs/retrieval-at-scale.md.
+    tier: Literal["flat-mmap", "ivf-sq8", "opq-ivfpq"] | None = None
+    nprobe: int | None = Field(None, ge=1)
+    rerank: int | None = Field(None, ge=0)
+    # "milvus": search a Milvus collection (``marag index to-milvus``) at milvus_uri: a Milvus
+    # Lite file (*.db) or a server/cluster URI (http://host:19530); the token, if any, is read
+    # from the environment variable named by milvus_token_env
+    backend: Literal["local", "milvus"] = "local"
+    milvus_uri: str | None = None
+    collection: str = "marag"
+    milvus_token_env: str | None = None
+
+    @model_validator(mode="after")
+    def _milvus_needs_uri(self) -> RetrievalConfig:
+        if self.backend == "milvus" and not self.milvus_uri:
+            raise ValueError("retrieval.backend milvus needs retrieval.milvus_uri")
+        return self
 
 
 class MethodConfig(Section):

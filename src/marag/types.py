@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import dataclasses
 import gzip
+import io
 import json
 import os
 from collections.abc import Iterable, Iterator
@@ -258,11 +259,79 @@ def _build(cls: type[T], d: dict[str, Any]) -> T:
 
 
 def open_text(path: str | os.PathLike[str], mode: str = "r") -> IO[str]:
-    """Open a text file, transparently gunzipping ``*.gz``."""
+    """Open a text file, transparently gunzipping ``*.gz``.
+
+    Reading also looks at the bytes, not only the name: gzip data is gunzipped whatever the
+    file is called, and a tar archive (plain or gzipped: Search-R1's ``wiki-18.jsonl.gz`` is
+    one) is read as its first regular member.
+    """
     p = str(path)
-    if p.endswith(".gz"):
-        return gzip.open(p, mode + "t", encoding="utf-8")  # type: ignore[return-value]
-    return open(p, mode, encoding="utf-8")
+    if "r" not in mode:
+        if p.endswith(".gz"):
+            return gzip.open(p, mode + "t", encoding="utf-8")  # type: ignore[return-value]
+        return open(p, mode, encoding="utf-8")
+    return io.TextIOWrapper(open_payload(p), encoding="utf-8")
+
+
+GZIP_MAGIC = b"\x1f\x8b"
+TAR_MAGIC_AT, TAR_MAGIC = 257, b"ustar"
+
+
+def sniff(path: str | os.PathLike[str]) -> str:
+    """``"tar"``, ``"gzip"`` or ``"plain"``: what a file's bytes are, whatever its name."""
+    with open(path, "rb") as f:
+        head = f.read(2)
+        f.seek(0)
+        gz = head == GZIP_MAGIC
+        stream: IO[bytes] = gzip.GzipFile(fileobj=f) if gz else f  # type: ignore[assignment]
+        try:
+            block = stream.read(512)
+        except (OSError, EOFError):
+            block = b""
+    if block[TAR_MAGIC_AT : TAR_MAGIC_AT + len(TAR_MAGIC)] == TAR_MAGIC:
+        return "tar"
+    return "gzip" if gz else "plain"
+
+
+class _TarMember(io.RawIOBase):
+    """The first regular member of a tar archive, read as a stream (no seeking); closing it
+    closes the archive."""
+
+    def __init__(self, path: str) -> None:
+        import tarfile
+
+        self._tar = tarfile.open(path, mode="r|*")  # noqa: SIM115 - a stream, closed by close()
+        for member in self._tar:
+            if member.isfile():
+                self._raw = self._tar.extractfile(member)
+                self.member = member.name
+                return
+        self._tar.close()
+        raise ValueError(f"{path}: tar archive holds no regular file")
+
+    def readable(self) -> bool:
+        return True
+
+    def readinto(self, buf: Any) -> int:
+        data = self._raw.read(len(buf))  # type: ignore[union-attr]
+        buf[: len(data)] = data
+        return len(data)
+
+    def close(self) -> None:
+        if not self.closed:
+            self._tar.close()
+        super().close()
+
+
+def open_payload(path: str | os.PathLike[str]) -> IO[bytes]:
+    """A binary stream of a data file's content: gunzipped, or a tar's first member."""
+    p = str(path)
+    kind = sniff(p)
+    if kind == "tar":
+        return io.BufferedReader(_TarMember(p), 1 << 20)
+    if kind == "gzip":
+        return gzip.open(p, "rb")
+    return open(p, "rb")
 
 
 def json_lines(lines: Iterable[str], path: str | os.PathLike[str],

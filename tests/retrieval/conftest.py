@@ -63,3 +63,47 @@ def demo_cache(tmp_path_factory) -> Path:
             os.environ.pop("MARAG_CACHE", None)
         else:
             os.environ["MARAG_CACHE"] = old
+
+
+@pytest.fixture(scope="session")
+def wiki18_layout(nq_corpus, dense_index, tmp_path_factory) -> dict[str, Path]:
+    """The fixture corpus in the layouts Search-R1 and FlashRAG ship wiki-18 in: a corpus of
+    ``{"id": "<line>", "contents": "\\"Title\\"\\ntext"}`` lines (plain, gzipped, and
+    tar-packed under a ``.jsonl.gz`` name), a faiss ``IndexFlatIP`` file whose row i is
+    line i (the MiniLM vectors standing in for E5), and a bm25s index saved by bm25s."""
+    import gzip
+    import json
+    import tarfile
+
+    import bm25s
+    import faiss
+    import numpy as np
+    import Stemmer
+
+    from marag.corpus import iter_corpus
+
+    d = tmp_path_factory.mktemp("wiki18")
+    passages = list(iter_corpus(nq_corpus))
+    lines = [json.dumps({"id": str(i), "contents": f'"{p.title}"\n{p.text}'}) + "\n"
+             for i, p in enumerate(passages)]
+    plain = d / "wiki-18.jsonl"
+    plain.write_text("".join(lines), encoding="utf-8")
+    gz = d / "wiki-18-gzip.jsonl.gz"
+    with gzip.open(gz, "wt", encoding="utf-8") as f:
+        f.write("".join(lines))
+    packed = d / "packed" / "wiki-18.jsonl.gz"  # Search-R1's file: a tar.gz under this name
+    packed.parent.mkdir()
+    with tarfile.open(packed, "w:gz") as t:
+        t.add(plain, arcname="wiki-18.jsonl")
+    emb = np.load(dense_index / "embeddings.npy")
+    flat = faiss.IndexFlatIP(emb.shape[1])
+    flat.add(emb)
+    faiss.write_index(flat, str(d / "e5_Flat.index"))
+    stemmer = Stemmer.Stemmer("english")
+    tokens = bm25s.tokenize([f"{p.title}\n{p.text}" for p in passages], stopwords="en",
+                            stemmer=stemmer, show_progress=False)
+    model = bm25s.BM25()
+    model.index(tokens, show_progress=False)
+    model.save(str(d / "bm25"))
+    return {"corpus": plain, "gz": gz, "tar": packed, "faiss": d / "e5_Flat.index",
+            "bm25": d / "bm25", "dir": d}

@@ -1,4 +1,4 @@
-"""``marag index build`` and ``marag index info``."""
+"""``marag index build|info|import|compress|verify|to-milvus``."""
 
 from __future__ import annotations
 
@@ -32,6 +32,10 @@ def register(sub: Any) -> None:
     i.add_argument("--kind", choices=INDEX_KINDS, default="bm25",
                    help="which wiki-demo index (when DIR is wiki-demo)")
     i.set_defaults(func=run_info)
+
+    from marag.commands import index_scale
+
+    index_scale.register(isub)
 
 
 def run_build(args: argparse.Namespace) -> int:

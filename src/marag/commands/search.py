@@ -20,7 +20,17 @@ def register(sub: Any) -> None:
                    help="which wiki-demo index (when INDEX is wiki-demo)")
     p.add_argument("--json", action="store_true", help="print Hits as JSON, one line per query")
     p.add_argument("--width", type=int, default=100, help="snippet width")
+    add_tier_options(p)
     p.set_defaults(func=run)
+
+
+def add_tier_options(p: argparse.ArgumentParser) -> None:
+    """How a dense index searches: retrieval.tier, retrieval.nprobe, retrieval.rerank."""
+    p.add_argument("--tier", choices=["flat-mmap", "ivf-sq8", "opq-ivfpq"], default=None,
+                   help="memory tier of a dense index (default: the one its manifest names)")
+    p.add_argument("--nprobe", type=int, default=None, help="IVF lists probed per query")
+    p.add_argument("--rerank", type=int, default=None,
+                   help="candidates re-scored exactly from the flat vectors (0: none)")
 
 
 def run(args: argparse.Namespace) -> int:
@@ -31,7 +41,8 @@ def run(args: argparse.Namespace) -> int:
         print("marag search: -k must be at least 1", file=sys.stderr)
         return 2
     try:
-        retriever = open_index(index_dir(args.index, args.kind))
+        retriever = open_index(index_dir(args.index, args.kind), tier=args.tier,
+                               nprobe=args.nprobe, rerank=args.rerank)
         hits = retriever.search_batch(list(args.query), args.k)
     except (RetrievalError, FileNotFoundError) as e:
         print(f"marag search: {e}", file=sys.stderr)

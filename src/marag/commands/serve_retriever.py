@@ -35,6 +35,14 @@ def register(subparsers: argparse._SubParsersAction) -> None:
                         "(default 100000)")
     p.add_argument("--max-body-mb", type=float, default=16.0,
                    help="largest request body in MiB; larger is a 413 (default 16)")
+    from marag.commands.search import add_tier_options
+
+    add_tier_options(p)
+    p.add_argument("--milvus", metavar="URI", default=None,
+                   help="serve a Milvus collection instead of a local index: a Milvus Lite file "
+                        "or http://host:19530 (INDEX is then the collection name)")
+    p.add_argument("--milvus-token-env", default=None,
+                   help="environment variable holding the Milvus token")
     p.set_defaults(func=run)
 
 
@@ -48,7 +56,14 @@ def run(args: argparse.Namespace) -> int:
             print(f"marag serve-retriever: --{name.replace('_', '-')} must be at least 1", file=sys.stderr)
             return 2
     try:
-        retriever = open_retriever(RetrievalConfig(index=args.index, kind=args.kind))
+        if args.milvus:
+            cfg = RetrievalConfig(index=None, kind="dense", backend="milvus",
+                                  milvus_uri=args.milvus, collection=args.index,
+                                  nprobe=args.nprobe, milvus_token_env=args.milvus_token_env)
+        else:
+            cfg = RetrievalConfig(index=args.index, kind=args.kind, tier=args.tier,
+                                  nprobe=args.nprobe, rerank=args.rerank)
+        retriever = open_retriever(cfg)
     except (RetrievalError, OSError) as e:
         print(f"marag serve-retriever: cannot open index {args.index}: {e}", file=sys.stderr)
         return 2

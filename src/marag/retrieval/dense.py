@@ -29,6 +29,7 @@ from marag.retrieval.manifest import (
     STORE_DIR,
     BadIndexError,
     corpus_record,
+    open_store,
     read_manifest,
     write_manifest,
 )
@@ -261,7 +262,7 @@ class DenseIndex(Retriever):
             self.faiss.hnsw.efSearch = ef_search or params.get("ef_search", 64)
         self.encoder = load_encoder(self.manifest["encoder"], device)
         self.query_prefix = self.manifest.get("query_prefix", "")
-        self.store = DocStore(self.dir / STORE_DIR)
+        self.store = open_store(self.dir, self.manifest)
 
     def __len__(self) -> int:
         return len(self.store)

@@ -64,8 +64,18 @@ def build_index(
     raise ValueError(f"unknown index kind {kind!r} (choose from {', '.join(INDEX_KINDS)})")
 
 
-def open_index(path: str | os.PathLike[str], check: bool = True) -> Retriever:
-    """Open a built index directory as a Retriever (kind read from its manifest)."""
+def open_index(
+    path: str | os.PathLike[str],
+    check: bool = True,
+    tier: str | None = None,
+    nprobe: int | None = None,
+    rerank: int | None = None,
+) -> Retriever:
+    """Open a built index directory as a Retriever (kind read from its manifest).
+
+    ``tier``, ``nprobe`` and ``rerank`` choose how a dense index searches (see
+    :mod:`marag.retrieval.tiers`); None keeps what its manifest records.
+    """
     d = Path(path)
     manifest = read_manifest(d)
     kind = manifest["kind"]
@@ -79,9 +89,9 @@ def open_index(path: str | os.PathLike[str], check: bool = True) -> Retriever:
         from marag.retrieval.bm25 import BM25Index
 
         return BM25Index(d, manifest)
-    from marag.retrieval.dense import DenseIndex
+    from marag.retrieval.tiered import open_dense
 
-    return DenseIndex(d, manifest)
+    return open_dense(d, manifest, tier=tier, nprobe=nprobe, rerank=rerank)
 
 
 def index_dir(name_or_path: str | os.PathLike[str], kind: str = "bm25") -> Path:
@@ -98,11 +108,16 @@ def open_retriever(cfg: RetrievalConfig) -> Retriever:
         from marag.retrieval.client import RetrieverClient
 
         return RetrieverClient(cfg.url, timeout=cfg.timeout)
+    if cfg.backend == "milvus":
+        from marag.retrieval.milvus import MilvusRetriever
+
+        return MilvusRetriever(cfg.milvus_uri or "", cfg.collection, nprobe=cfg.nprobe,
+                               token_env=cfg.milvus_token_env)
     if not cfg.index:
         raise BadIndexError("retrieval config names neither an index nor a url")
     if cfg.index in BUILTIN_CORPORA:
         return open_index(demo_index(cfg.kind))
-    index = open_index(cfg.index)
+    index = open_index(cfg.index, tier=cfg.tier, nprobe=cfg.nprobe, rerank=cfg.rerank)
     built = getattr(index, "manifest", {}).get("kind")
     if built and built != cfg.kind:
         log.warning("retrieval.kind is %r but %s is a %s index; using the index as built",

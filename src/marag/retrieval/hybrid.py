@@ -118,10 +118,10 @@ class HybridIndex(Retriever):
         if set(parts) != {"bm25", "dense"}:
             raise BadIndexError(f"{self.dir}: hybrid manifest must name 'bm25' and 'dense' parts")
         from marag.retrieval.bm25 import BM25Index
-        from marag.retrieval.dense import DenseIndex
+        from marag.retrieval.tiered import open_dense
 
         self.bm25 = _open_part(BM25Index, self.dir / parts["bm25"], check)
-        self.dense = _open_part(DenseIndex, self.dir / parts["dense"], check)
+        self.dense = _open_part(open_dense, self.dir / parts["dense"], check)
         if len(self.bm25) != len(self.dense):  # type: ignore[arg-type]
             raise BadIndexError(f"{self.dir}: parts index different passage counts")
         params = self.manifest.get("params", {})

@@ -84,6 +84,25 @@ def read_manifest(index_dir: str | os.PathLike[str]) -> dict[str, Any]:
     return manifest
 
 
+def open_store(index_dir: Path, manifest: dict[str, Any]) -> Any:
+    """The passage store of an index: its own ``docs/`` store, or (imported indexes) the
+    corpus file itself read by offset."""
+    passages = manifest.get("passages") or {}
+    if passages.get("store") == "lines":
+        from marag.retrieval.linestore import LineStore
+
+        offsets = index_dir / passages["offsets"]
+        if not offsets.is_file():
+            raise BadIndexError(f"{index_dir}: {passages['offsets']} missing")
+        try:
+            return LineStore(passages["corpus"], offsets)
+        except FileNotFoundError as e:
+            raise BadIndexError(f"{index_dir}: {e}") from None
+    from marag.corpus import DocStore
+
+    return DocStore(index_dir / STORE_DIR)
+
+
 def check_corpus(index_dir: Path, manifest: dict[str, Any]) -> None:
     """Refuse an index whose corpus file still exists but has changed since the build."""
     from marag.corpus import checksum_matches
