@@ -22,7 +22,7 @@ for ds in ${DATASETS:-nq_open hotpotqa}; do
     head -n "$N" "$DATA/$ds.questions.jsonl" > "$QS"
   else
     QS="$OUT/$ds.from$OFFSET.n$N.jsonl"; PEERDATA="$OUT/peer-data"
-    tail -n "+$((OFFSET + 1))" "$DATA/$ds.questions.jsonl" | head -n "$N" > "$QS"
+    sed -n "$((OFFSET + 1)),$((OFFSET + N))p" "$DATA/$ds.questions.jsonl" > "$QS"
     mkdir -p "$PEERDATA"; cp "$QS" "$PEERDATA/$ds.questions.jsonl"
     ln -sf "$(cd "$DATA" && pwd)/$ds.corpus.jsonl" "$PEERDATA/$ds.corpus.jsonl"
   fi
