@@ -67,3 +67,24 @@ def test_build_contains_question_example_and_decomposition_choice():
 def test_decoding_limits():
     assert "</workflow>" in planner.stop
     assert 8 <= planner.max_tokens <= 64
+
+
+def test_the_retrieve_first_menu_lists_every_plan_of_the_default_menu_and_keeps_its_rules():
+    from marag.roles import planner
+    from marag.roles.variants import VARIANTS
+
+    for name in ("menu-retrieve-open", "menu-retrieve-open-zeroshot"):
+        role = VARIANTS["planner"][name]
+        assert role.reply_prefix == "<workflow>" and role.parse is planner.ROLE.parse
+        system = role.build("Who wrote Hamlet?")[0]["content"]
+        default = planner.build("Who wrote Hamlet?")[0]["content"]
+        plans = [line for line in default.splitlines() if line.startswith("<workflow>")]
+        assert sorted(plans) == sorted(
+            line for line in system.splitlines() if line.startswith("<workflow>"))
+        # the first plan offered retrieves
+        assert system.splitlines()[1] == "<workflow>R, AG</workflow>"
+        # below the root, and for solved sub-questions, the default prompts are kept
+        assert role.build("q", allow_decompose=False) == planner.build("q", False)
+        assert role.build("q", pairs=[["a", "b"]]) == planner.build("q", pairs=[["a", "b"]])
+    assert len(VARIANTS["planner"]["menu-retrieve-open"].build("q")) == 4
+    assert len(VARIANTS["planner"]["menu-retrieve-open-zeroshot"].build("q")) == 2

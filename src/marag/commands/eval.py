@@ -67,13 +67,19 @@ def print_summary(out_dir: Path, s: dict[str, Any]) -> None:
     print(f"  metrics: {out_dir / 'metrics.json'}  report: {out_dir / 'report.md'}")
 
 
-def record_llms(run_dir: Any, llms: dict[str, Any]) -> None:
+def record_llms(run_dir: Any, llms: dict[str, Any], config: Any = None) -> None:
     """Write what each backend really loaded (``dtype: auto`` resolved, device, threads) into
     the run's manifest; a resumed run records its latest session's."""
     from marag.eval.rundir import MANIFEST
     from marag.llm.factory import llm_info
 
     run_dir.manifest["llms"] = {name: llm_info(llm) for name, llm in llms.items()}
+    if config is not None:
+        from marag.roles.model_profiles import profiles_used, resolved
+
+        # the prompts the run's roles used where they are not marag's defaults
+        run_dir.manifest["model_profiles"] = profiles_used(config)
+        run_dir.manifest["role_prompts"] = resolved(config)
     run_dir.write_json(MANIFEST, run_dir.manifest)
 
 
@@ -123,7 +129,7 @@ async def _run(args: argparse.Namespace, config: Any, out: Path) -> Any:
     from marag.workflows import run_method
 
     ctx = build_context(config)
-    record_llms(run_dir, ctx.llms)
+    record_llms(run_dir, ctx.llms, config)
 
     async def method(question: Any, context: Any) -> Any:
         return await run_method(name, question, context)

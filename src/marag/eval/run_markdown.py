@@ -68,6 +68,11 @@ def run_markdown(manifest: dict[str, Any], summary: dict[str, Any]) -> str:
     if manifest.get("llms"):
         meta.append("- models: " + "; ".join(
             f"{name}: {_llm_line(info)}" for name, info in manifest["llms"].items()))
+    if manifest.get("role_prompts"):
+        profiles = ", ".join(f"{b}: {p}" for b, p in manifest.get("model_profiles", {}).items())
+        meta.append("- prompt variants: " + ", ".join(
+            f"{r}={v}" for r, v in manifest["role_prompts"].items())
+            + (f" (model profiles: {profiles})" if profiles else ""))
     if manifest.get("versions"):
         meta.append("- versions: " + ", ".join(f"{k} {v}" for k, v in manifest["versions"].items()))
 

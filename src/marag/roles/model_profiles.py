@@ -14,6 +14,10 @@ from __future__ import annotations
 
 from collections.abc import Mapping
 from pathlib import PurePath
+from typing import TYPE_CHECKING
+
+if TYPE_CHECKING:
+    from marag.config import Config
 
 # model family key (matched inside the model's name, lower-case) -> role -> variant
 MODEL_PROFILES: dict[str, dict[str, str]] = {
@@ -36,3 +40,29 @@ def role_prompts(model: str, chosen: Mapping[str, str], *, prompts: str = "defau
     ``chosen`` (``method.role_prompts``), which always wins."""
     base = profile_for(model) if enabled and prompts == "default" else {}
     return {**base, **chosen}
+
+
+def resolved(config: Config) -> dict[str, str]:
+    """role -> variant for every role that does not run the profile's plain prompt under
+    ``config`` (model profiles and ``method.role_prompts`` together): what a run records."""
+    from marag.roles.registry import ROLES
+
+    m = config.method
+    out = {}
+    for role in ROLES:
+        backend = config.roles.get(role, config.roles.get("default", "default"))
+        llm = config.llms.get(backend)
+        model = llm.model if llm is not None else ""
+        variant = role_prompts(model, m.role_prompts, prompts=m.prompts,
+                               enabled=m.model_prompts).get(role)
+        if variant is not None:
+            out[role] = variant
+    return out
+
+
+def profiles_used(config: Config) -> dict[str, str]:
+    """LLM entry -> the model profile its model selects (entries without one left out)."""
+    if config.method.prompts != "default" or not config.method.model_prompts:
+        return {}
+    return {name: key for name, llm in config.llms.items()
+            for key in MODEL_PROFILES if key in PurePath(llm.model.rstrip("/\\")).name.lower()}
