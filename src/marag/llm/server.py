@@ -37,7 +37,7 @@ from fastapi.responses import JSONResponse, PlainTextResponse, StreamingResponse
 from pydantic import BaseModel, ConfigDict, Field
 from starlette.exceptions import HTTPException as StarletteHTTPException
 
-from marag.llm.base import LLMError, SamplingParams
+from marag.llm.base import LLMError, PromptError, SamplingParams
 from marag.llm.hf_local import TokenStep
 from marag.types import Completion
 
@@ -460,6 +460,8 @@ def create_app(backend: HFBackend, served_names: list[str] | None = None, *,
         raise LLMError("the backend ended a request without a result")
 
     def generation_failed(e: LLMError) -> ApiError:
+        if isinstance(e, PromptError):  # this request's own prompt: the client's to fix
+            return ApiError(400, str(e), "prompt")
         return ApiError(500, str(e), kind="server_error")
 
     def stream_events(events: AsyncIterator[TokenStep | Completion], stop: tuple[str, ...],
@@ -602,6 +604,8 @@ def create_app(backend: HFBackend, served_names: list[str] | None = None, *,
         prompt_id_lists: list[list[int]] = []
         for p in prompts:
             ids = list(tokenizer(p)["input_ids"])
+            if not ids:  # vLLM answers the same: nothing to condition on
+                raise ApiError(400, "The prompt cannot be empty", "prompt")
             n_tokens = budget(len(ids), req.max_tokens, COMPLETIONS_DEFAULT_MAX_TOKENS)
             prompt_id_lists.append(ids)
             runs.append(engine.stream(ids, sampling(req, n_tokens, want_lp),
