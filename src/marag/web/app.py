@@ -22,7 +22,7 @@ from fastapi.responses import FileResponse, JSONResponse, StreamingResponse
 from fastapi.staticfiles import StaticFiles
 from pydantic import BaseModel, ConfigDict, Field
 
-from marag.api import ask_async, resolve_config
+from marag.api import EMPTY_QUESTION, ask_async, resolve_config
 from marag.config import ConfigError
 from marag.eval.rundir import RunDirError
 from marag.types import Trace
@@ -38,7 +38,8 @@ log = logging.getLogger(__name__)
 class AskRequest(BaseModel):
     model_config = ConfigDict(extra="forbid")
 
-    question: str = Field(min_length=1)
+    # the blank check is the server's own (422 with the CLI's message); the pattern documents it
+    question: str = Field(min_length=1, json_schema_extra={"pattern": r"\S"})
     method: str | None = None
     golden_answers: list[str] = Field(default_factory=list, max_length=32)
     overrides: list[str] = Field(default_factory=list, max_length=32)
@@ -58,6 +59,8 @@ class Server:
 
     def check(self, req: AskRequest) -> tuple[str, Context]:
         """The method name and the context to run ``req`` with; HTTPException when refused."""
+        if not req.question.strip():
+            raise HTTPException(422, EMPTY_QUESTION)
         limit = self.settings.max_question_chars
         if len(req.question) > limit:
             raise HTTPException(413, f"question is {len(req.question)} characters; "
