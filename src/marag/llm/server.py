@@ -46,6 +46,8 @@ if TYPE_CHECKING:
 
 log = logging.getLogger(__name__)
 
+# a request body past this is a 413 before it is read whole (2,560 prompts of 8 kB fit)
+DEFAULT_MAX_BODY_BYTES = 64 << 20
 DEFAULT_MAX_TOKENS = 256  # chat requests that name no max_tokens (clamped to the context)
 COMPLETIONS_DEFAULT_MAX_TOKENS = 16  # OpenAI's default for /v1/completions
 ROLES = ("system", "developer", "user", "assistant")
@@ -94,7 +96,8 @@ class _Common(BaseModel):
     temperature: float | None = Field(None, ge=0.0, le=2.0)
     top_p: float | None = Field(None, gt=0.0, le=1.0)
     stop: str | list[str] | None = None
-    seed: int | None = None
+    # what torch's generator takes (a larger seed is a 400 here, not a failed decode)
+    seed: int | None = Field(None, ge=-(2**63), le=2**64 - 1)
     n: int | None = Field(None, ge=1)
     stream: bool | None = False
     stream_options: StreamOptions | None = None
@@ -333,14 +336,17 @@ async def unless_disconnected(request: Request, work: Awaitable[Any]) -> Any:
 
 def create_app(backend: HFBackend, served_names: list[str] | None = None, *,
                default_max_tokens: int = DEFAULT_MAX_TOKENS,
-               allow_lora_updates: bool = False) -> FastAPI:
+               allow_lora_updates: bool = False,
+               max_body_bytes: int = DEFAULT_MAX_BODY_BYTES) -> FastAPI:
     """The app over an ``HFBackend`` (anything with its ``encode``/``stream``/``tokenizer``).
 
     ``served_names``: the names clients may ask for (the first is the default); the
     backend's own model name when not given. ``allow_lora_updates`` adds the LoRA load and
-    unload endpoints (they read any local folder a client names: trusted clients only).
+    unload endpoints (they read any local folder a client names: trusted clients only). A
+    body over ``max_body_bytes`` is a 413 (OpenAI's error shape) before it is read whole.
     """
     from marag.llm.adapters import AdapterError, AdapterSet
+    from marag.web.limits import BodyLimit
 
     names = list(dict.fromkeys(served_names or [backend.model]))
     tokenizer = backend.tokenizer
@@ -354,6 +360,8 @@ def create_app(backend: HFBackend, served_names: list[str] | None = None, *,
 
     app = FastAPI(title="marag LLM server", version="1", lifespan=lifespan)
     app.state.adapters = adapters  # the loaded LoRA adapters, for inspection
+    app.add_middleware(BodyLimit, max_bytes=max_body_bytes, body=lambda status, message:
+                       error_body(message, "invalid_request_error"))
 
     @app.exception_handler(ApiError)
     async def _api_error(_: Request, exc: ApiError) -> JSONResponse:
