@@ -163,7 +163,7 @@ async def test_ask_async_refuses_an_empty_question(nq_index):
     cfg = load_config(None, [f"retrieval.index={nq_index}"])
     ctx = build_context(cfg, llms={"default": _scripted()})
     for question in ("", "  \n"):
-        with pytest.raises(ValueError, match="needs a question"):
+        with pytest.raises(ValueError, match="the question is empty"):
             await ask_async(question, context=ctx)
     assert ctx.llms["default"].calls == []  # type: ignore[attr-defined]
 

@@ -59,6 +59,10 @@ def build_context(config: Config, *, llms: dict[str, LLM] | None = None,
     return Context(llms=llms, config=config, retriever=retriever, logprobs=logprobs)
 
 
+# what every surface says to a blank question: the CLI, ask(), POST /api/ask and its stream
+EMPTY_QUESTION = "the question is empty; give the question to answer"
+
+
 async def ask_async(question: str, *, method: str | None = None, config: ConfigLike = None,
                     overrides: list[str] | None = None, context: Context | None = None,
                     **fields: Any) -> Trace:
@@ -74,7 +78,7 @@ async def ask_async(question: str, *, method: str | None = None, config: ConfigL
     if context is not None and (config is not None or overrides):
         raise ValueError("pass either context= or config=/overrides=, not both")
     if not isinstance(question, str) or not question.strip():
-        raise ValueError(f"ask() needs a question to answer, got {question!r}")
+        raise ValueError(f"{EMPTY_QUESTION} (ask() got {question!r})")
     q = Question(id=str(fields.get("id", "q0")), question=question,
                  golden_answers=list(fields.get("golden_answers") or []),
                  dataset=str(fields.get("dataset", "")), metadata=dict(fields.get("metadata") or {}))

@@ -10,7 +10,7 @@ from tiny_method import first_title_answer, tiny_rag
 
 from marag.eval import evaluate
 from marag.llm.scripted import ScriptedLLM
-from marag.types import Trace, read_jsonl
+from marag.types import Question, Trace, read_jsonl
 
 
 async def test_run_writes_traces_metrics_and_report(tmp_path, nq_questions, ctx_factory):
@@ -122,3 +122,29 @@ async def test_a_question_past_the_timeout_is_recorded_failed(tmp_path, nq_quest
     assert traces[slow_id].status == "failed"
     assert traces[slow_id].error == "timed out after 0.5 s"
     assert all(t.status == "ok" for i, t in traces.items() if i != slow_id)
+
+
+async def test_a_question_whose_prompt_cannot_be_decoded_fails_alone(tmp_path, nq_questions):
+    # real batched decoding (tiny model, 512 positions): one question far past the context
+    # shares the decoder with four good ones, which answer as they do alone
+    from types import SimpleNamespace
+
+    from marag.llm.hf_local import HFBackend
+    from marag.llm.tiny import build_tiny_model
+
+    model, tok = build_tiny_model(seed=0)
+    good = nq_questions[:4]
+    huge = Question(id="huge", question="why " * 2000, golden_answers=["x"], dataset="nq_open")
+    alone_ctx = SimpleNamespace(llm=HFBackend("tiny", model=model, tokenizer=tok), retriever=None)
+    await evaluate(good, tiny_rag, alone_ctx, tmp_path / "alone", concurrency=1)
+    alone = {t.id: t.answer for t in read_jsonl(tmp_path / "alone" / "traces.jsonl", Trace)}
+    ctx = SimpleNamespace(llm=HFBackend("tiny", model=model, tokenizer=tok, batch_wait_ms=20),
+                          retriever=None)
+    res = await evaluate([*good[:2], huge, *good[2:]], tiny_rag, ctx, tmp_path / "run",
+                         concurrency=5)
+    traces = {t.id: t for t in read_jsonl(tmp_path / "run" / "traces.jsonl", Trace)}
+    assert traces["huge"].status == "failed"
+    assert traces["huge"].error.startswith("PromptError:") and "tokens" in traces["huge"].error
+    assert {i: t.answer for i, t in traces.items() if i != "huge"} == alone
+    assert all(traces[i].status != "failed" for i in alone)
+    assert res.summary["failed"] == 1

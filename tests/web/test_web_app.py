@@ -354,3 +354,16 @@ def test_run_names_and_plot_names_cannot_leave_the_runs_dir(runs_dir, tmp_path):
     with client() as c:  # started without --runs
         assert c.get("/api/runs").json() == {"runs": []}
         assert c.get("/api/runs/ok").status_code == 404
+
+
+def test_a_blank_question_is_422_with_the_cli_message_on_ask_and_stream(index_dir):
+    from marag.api import EMPTY_QUESTION
+
+    with client(index=index_dir) as c:
+        for route in ("/api/ask", "/api/ask/stream"):
+            for blank in ("   ", "\n\t"):
+                r = c.post(route, json={"question": blank})
+                assert r.status_code == 422 and r.json() == {"detail": EMPTY_QUESTION}
+        spec = c.get("/openapi.json").json()
+        assert spec["components"]["schemas"]["AskRequest"]["properties"]["question"][
+            "pattern"] == r"\S"

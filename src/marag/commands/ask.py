@@ -40,12 +40,11 @@ def run(args: argparse.Namespace) -> int:
     import asyncio
     import json
 
-    from marag.api import ask_async
+    from marag.api import EMPTY_QUESTION, ask_async
     from marag.view.text import render_trace
 
     if not args.question.strip():
-        print("marag ask: the question is empty; give the question to answer in quotes",
-              file=sys.stderr)
+        print(f"marag ask: {EMPTY_QUESTION}", file=sys.stderr)
         return 2
     config = load_run_config(args, flag_overrides(args))
     try:

@@ -20,6 +20,11 @@ class LLMError(RuntimeError):
     """A backend could not produce completions (dead endpoint after retries, bad model path...)."""
 
 
+class PromptError(LLMError):
+    """One request's own prompt cannot be decoded (empty, too long, a token id the model does
+    not have). Only that request fails; the requests batched beside it are not affected."""
+
+
 @dataclass(frozen=True, slots=True)
 class SamplingParams:
     temperature: float = 0.0  # 0 means greedy

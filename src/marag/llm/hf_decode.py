@@ -29,7 +29,7 @@ from typing import Any
 
 import torch
 
-from marag.llm.base import SamplingParams
+from marag.llm.base import PromptError, SamplingParams
 from marag.llm.chat import eos_ids
 from marag.llm.cpu_linear import use_fast_linears
 
@@ -245,6 +245,9 @@ class BatchDecoder:
         pad = tokenizer.pad_token_id
         self.pad_id = int(pad if pad is not None else min(eos) if eos else 0)
         self.max_positions = int(getattr(model.config, "max_position_embeddings", 0) or 0)
+        embed = model.get_input_embeddings() if hasattr(model, "get_input_embeddings") else None
+        self.vocab_size = int(getattr(embed, "num_embeddings", 0)
+                              or getattr(model.config, "vocab_size", 0) or 0)
         if model.device.type == "cpu":  # few-row products take a faster CPU kernel
             use_fast_linears(model)
         self._rng = random.Random()
@@ -270,6 +273,38 @@ class BatchDecoder:
         # length (benchmarks/e2e_profile.py). fp32 and GPU kernels are not shape-compiled.
         low = getattr(model, "dtype", torch.float32) in (torch.bfloat16, torch.float16)
         self.pad_multiple = PAD_MULTIPLE if low and model.device.type == "cpu" else 1
+
+    def check(self, prompt_ids: list[int]) -> str | None:
+        """Why this prompt cannot be decoded (None: it can). Checked per row, before batching."""
+        if not prompt_ids:
+            return "the prompt is empty (it encodes to no tokens)"
+        if self.max_positions and len(prompt_ids) >= self.max_positions:
+            return (f"the prompt has {len(prompt_ids)} tokens; this model accepts at most "
+                    f"{self.max_positions - 1}")
+        if self.vocab_size:
+            bad = [t for t in prompt_ids if not 0 <= t < self.vocab_size]
+            if bad:
+                return (f"token id {bad[0]} is outside this model's vocabulary "
+                        f"(0..{self.vocab_size - 1})")
+        return None
+
+    def _prefill_alone(self, group: list[Row], fail: Callable[[Row, Exception], None] | None
+                       ) -> list[_Batch]:
+        """Prefill ``group`` together; if that fails, each row alone, so that only a row whose
+        own prefill fails is dropped (through ``fail``) and the others decode as they would."""
+        try:
+            return [self._prefill(group)]
+        except Exception as e:  # re-raised when nobody can be told
+            if fail is None:
+                raise
+            if len(group) == 1:
+                fail(group[0], PromptError(f"decoding this prompt failed: "
+                                           f"{type(e).__name__}: {e}"))
+                return []
+        out = []
+        for r in group:
+            out.extend(self._prefill_alone([r], fail))
+        return out
 
     def _forward(self, ids: torch.Tensor, mask: torch.Tensor, pos: torch.Tensor,
                  cache: Any) -> torch.Tensor:
@@ -411,19 +446,33 @@ class BatchDecoder:
                             time.perf_counter() - r.started)
 
     def run(self, admit: Callable[[int], list[Row]],
-            deliver: Callable[[Row, DecodeResult], None], max_rows: int) -> None:
+            deliver: Callable[[Row, DecodeResult], None], max_rows: int,
+            fail: Callable[[Row, Exception], None] | None = None) -> None:
         """Decode until no row is left and ``admit`` has nothing more.
 
         ``admit(n)`` hands over up to ``n`` new rows; it is asked between decoding steps
         whenever the batch has room, so a new request joins the running batch (continuous
         batching) instead of waiting for the longest row to finish. ``deliver`` is called as
-        soon as a row finishes.
+        soon as a row finishes. With ``fail``, a row that cannot be decoded (``check``, or its
+        own prefill raising) is handed to ``fail`` with a ``PromptError`` and the other rows go
+        on as if it had never been sent; without it, such an error propagates.
         """
         running: _Batch | None = None
         with torch.inference_mode():
             while True:
                 room = max_rows - (len(running.rows) if running else 0)
                 new = admit(room) if room > 0 and (running is None or self.can_join) else []
+                if fail is not None:
+                    good = []
+                    for r in new:
+                        why = self.check(r.prompt_ids)
+                        if why is None:
+                            good.append(r)
+                        else:
+                            fail(r, PromptError(why))
+                    if len(good) < len(new) and not good:
+                        continue  # every new row was refused; ask again
+                    new = good
                 for r in new:  # a prefix must leave at least one token to prefill
                     if self.prefix_cache is None or r.prefix_len >= len(r.prompt_ids):
                         r.prefix_len = 0
@@ -431,30 +480,40 @@ class BatchDecoder:
                 for group in _length_groups(new) if self.can_join else [new] if new else []:
                     for r in group:
                         r.started = time.perf_counter()
-                    fresh = self._prefill(group)
-                    self._advance(fresh, deliver)
-                    if fresh.rows:
-                        t0 = time.perf_counter()
-                        running = fresh if running is None else _merge(running, fresh)
-                        self.stats.merge_s += time.perf_counter() - t0
+                    for fresh in self._prefill_alone(group, fail):
+                        self._advance(fresh, deliver)
+                        if fresh.rows and running is not None and not self.can_join:
+                            # a batch-by-batch model whose group was split: finish this part
+                            # before the next (their caches cannot be merged)
+                            self._finish_batch(fresh, deliver)
+                        elif fresh.rows:
+                            t0 = time.perf_counter()
+                            running = fresh if running is None else _merge(running, fresh)
+                            self.stats.merge_s += time.perf_counter() - t0
                 if running is None:
                     if new:
                         continue  # every new row finished on its first token; ask again
                     return
-                step_ids = torch.tensor(running.next_tokens, dtype=torch.long)[:, None]
-                running.mask = torch.cat(
-                    [running.mask, torch.ones((len(running.rows), 1), dtype=running.mask.dtype)],
-                    dim=1)
-                running.last_pos = running.last_pos + 1
-                t0 = time.perf_counter()
-                running.logits = self._forward(step_ids, running.mask,
-                                               running.last_pos[:, None], running.cache)
-                self.stats.step_s += time.perf_counter() - t0
-                self.stats.steps += 1
-                self.stats.step_rows += len(running.rows)
-                self._advance(running, deliver)
+                self._step(running, deliver)
                 if not running.rows:
                     running = None
+
+    def _step(self, batch: _Batch, deliver: Callable[[Row, DecodeResult], None]) -> None:
+        """One decoding step: feed every row its last token, choose and deliver the next."""
+        step_ids = torch.tensor(batch.next_tokens, dtype=torch.long)[:, None]
+        batch.mask = torch.cat(
+            [batch.mask, torch.ones((len(batch.rows), 1), dtype=batch.mask.dtype)], dim=1)
+        batch.last_pos = batch.last_pos + 1
+        t0 = time.perf_counter()
+        batch.logits = self._forward(step_ids, batch.mask, batch.last_pos[:, None], batch.cache)
+        self.stats.step_s += time.perf_counter() - t0
+        self.stats.steps += 1
+        self.stats.step_rows += len(batch.rows)
+        self._advance(batch, deliver)
+
+    def _finish_batch(self, batch: _Batch, deliver: Callable[[Row, DecodeResult], None]) -> None:
+        while batch.rows:
+            self._step(batch, deliver)
 
 
 @dataclass

@@ -23,7 +23,7 @@ from collections.abc import AsyncIterator, Callable
 from dataclasses import dataclass
 from typing import Any
 
-from marag.llm.base import LLMError, Messages, SamplingParams
+from marag.llm.base import LLMError, Messages, PromptError, SamplingParams
 from marag.llm.chat import allowed_token_ids, prompt_ids, render_chat, text_ids
 from marag.types import Completion
 
@@ -124,6 +124,7 @@ class HFBackend:
         self.batches_run = 0  # statistics for benchmarks and tests
         self.rows_run = 0
         self.abandoned_rows = 0  # rows dropped mid-decode because their caller gave up
+        self.failed_rows = 0  # rows refused alone (a prompt that could not be decoded)
         # a list to profile into: every delivered request appends its RequestTiming
         # (benchmarks/e2e_profile.py sets it; None costs nothing)
         self.request_log: list[RequestTiming] | None = None
@@ -239,10 +240,9 @@ class HFBackend:
     def _request(self, ids: list[int], params: SamplingParams, prefix_len: int = 0,
                  on_token: Callable[[Any], None] | None = None,
                  top_logprobs: int = 0) -> _Request:
-        limit = self._decoder.max_positions
-        if limit and len(ids) >= limit:
-            raise LLMError(f"prompt has {len(ids)} tokens, model {self.model} accepts at "
-                           f"most {limit - 1}")
+        why = self._decoder.check(ids)
+        if why is not None:  # refused alone, before it can reach a shared batch
+            raise PromptError(f"model {self.model}: {why}")
         loop = asyncio.get_running_loop()
         r = _Request(ids, params, loop.create_future(), time.perf_counter(), loop, prefix_len,
                      on_token, top_logprobs)
@@ -268,7 +268,7 @@ class HFBackend:
             try:
                 requests.append(self._request(ids, params, self.prefix_len(messages, ids)))
             except LLMError as e:
-                raise LLMError(f"conversation {i}: {e}") from None
+                raise type(e)(f"conversation {i}: {e}") from None
         self._submit(requests)
         return list(await asyncio.gather(*(r.future for r in requests)))
 
@@ -327,7 +327,7 @@ class HFBackend:
     def _drain(self) -> None:
         """Worker thread: decode every pending request, admitting new ones as room frees up."""
         with self._lock:
-            self._decoder.run(self._admit, self._deliver, self.max_batch_size)
+            self._decoder.run(self._admit, self._deliver, self.max_batch_size, self._fail)
 
     def _admit(self, n: int) -> list[Any]:
         from marag.llm.hf_decode import Row
@@ -359,6 +359,14 @@ class HFBackend:
         lag = self._decoder.steps - r.cancelled_at if r.cancelled_at is not None else 0
         self.last_abandoned = (lag, len(row.token_ids))
         return True
+
+    def _fail(self, row: Any, error: Exception) -> None:
+        """Worker thread: one row could not be decoded; only its caller gets the error."""
+        r: _Request = row.tag
+        with self._pending_lock:
+            self._in_flight.discard(r)
+        self.failed_rows += 1
+        _resolve(r, error=PromptError(f"hf backend {self.model}: {error}"))
 
     def _deliver(self, row: Any, res: Any) -> None:
         r: _Request = row.tag

@@ -29,15 +29,16 @@ import time
 import uuid
 from collections.abc import AsyncIterator, Awaitable, Callable
 from contextlib import asynccontextmanager
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Annotated, Any
 
 from fastapi import FastAPI, Request
 from fastapi.exceptions import RequestValidationError
 from fastapi.responses import JSONResponse, PlainTextResponse, StreamingResponse
-from pydantic import BaseModel, ConfigDict, Field
+from pydantic import BaseModel, BeforeValidator, ConfigDict, Field
 from starlette.exceptions import HTTPException as StarletteHTTPException
 
-from marag.llm.base import LLMError, SamplingParams
+from marag.http_docs import SSE_EVENT, Responses, errors
+from marag.llm.base import LLMError, PromptError, SamplingParams
 from marag.llm.hf_local import TokenStep
 from marag.types import Completion
 
@@ -46,6 +47,8 @@ if TYPE_CHECKING:
 
 log = logging.getLogger(__name__)
 
+# a request body past this is a 413 before it is read whole (2,560 prompts of 8 kB fit)
+DEFAULT_MAX_BODY_BYTES = 64 << 20
 DEFAULT_MAX_TOKENS = 256  # chat requests that name no max_tokens (clamped to the context)
 COMPLETIONS_DEFAULT_MAX_TOKENS = 16  # OpenAI's default for /v1/completions
 ROLES = ("system", "developer", "user", "assistant")
@@ -74,33 +77,77 @@ def _error(status: int, message: str, kind: str = "invalid_request_error",
 # ----------------------------------------------------------------------------- requests
 
 
+class ErrorInfo(BaseModel):
+    message: str
+    type: str
+    param: str | None
+    code: str | None
+
+
+class ErrorResponse(BaseModel):
+    """OpenAI's (and vLLM's) error body."""
+
+    error: ErrorInfo
+
+
+# Request fields take the JSON types their schema names (strict: "3" is not 3, true is not
+# 1), so /openapi.json is exactly what is accepted; unknown fields are ignored as OpenAI does.
+STRICT = ConfigDict(extra="ignore", strict=True)
+
+
+def _whole(value: Any) -> Any:
+    # JSON Schema's "integer" takes 4.0 (a number with no fraction): so does this server
+    return int(value) if isinstance(value, float) and value.is_integer() else value
+
+
+Int = Annotated[int, BeforeValidator(_whole)]
+# (the limits before the validator, so that they show in the JSON schema as minimum/maximum)
+PositiveInt = Annotated[int, Field(ge=1), BeforeValidator(_whole)]
+TopN = Annotated[int, Field(ge=0, le=20), BeforeValidator(_whole)]
+# what torch's generator takes (a larger seed is a 400 here, not a failed decode)
+Seed = Annotated[int, Field(ge=-(2**63), le=2**64 - 1), BeforeValidator(_whole)]
+
+
 class StreamOptions(BaseModel):
-    model_config = ConfigDict(extra="ignore")
+    model_config = STRICT
     include_usage: bool = False
 
 
+# The request models say in their JSON schema (``json_schema_extra``) what ``check_*`` and
+# ``chat_messages`` refuse with OpenAI's messages, so /openapi.json shows the real limits.
+TEXT_PART = {"type": "object", "required": ["type", "text"],
+             "properties": {"type": {"enum": ["text"]}, "text": {"type": "string"}}}
+NOTHING = {"maxItems": 0}  # a list this server takes only empty
+OFF = {"enum": [0, 0.0, None]}  # an option this server takes only switched off
+
+
 class ChatMessage(BaseModel):
-    model_config = ConfigDict(extra="ignore")
-    role: str
-    content: str | list[dict[str, Any]] | None = None
-    tool_calls: list[Any] | None = None
+    # only an assistant message may leave its content out (or null)
+    model_config = ConfigDict(extra="ignore", strict=True, json_schema_extra={"allOf": [{
+        "if": {"properties": {"role": {"const": "assistant"}}},
+        "else": {"required": ["content"],
+                 "properties": {"content": {"type": ["string", "array"]}}}}]})
+    role: str = Field(json_schema_extra={"enum": list(ROLES)})
+    content: str | list[dict[str, Any]] | None = Field(None, json_schema_extra={
+        "anyOf": [{"type": "string"}, {"type": "array", "items": TEXT_PART}, {"type": "null"}]})
+    tool_calls: list[Any] | None = Field(None, json_schema_extra=NOTHING)
 
 
 class _Common(BaseModel):
     # OpenAI clients send optional fields this server has no use for (user, metadata,
     # store...): they are ignored; the ones that would change the output are checked below
-    model_config = ConfigDict(extra="ignore")
+    model_config = STRICT
     model: str | None = None
     temperature: float | None = Field(None, ge=0.0, le=2.0)
     top_p: float | None = Field(None, gt=0.0, le=1.0)
     stop: str | list[str] | None = None
-    seed: int | None = None
-    n: int | None = Field(None, ge=1)
+    seed: Seed | None = None
+    n: PositiveInt | None = Field(None, json_schema_extra={"maximum": 1})
     stream: bool | None = False
     stream_options: StreamOptions | None = None
-    presence_penalty: float | None = None
-    frequency_penalty: float | None = None
-    logit_bias: dict[str, float] | None = None
+    presence_penalty: float | None = Field(None, json_schema_extra=OFF)
+    frequency_penalty: float | None = Field(None, json_schema_extra=OFF)
+    logit_bias: dict[str, float] | None = Field(None, json_schema_extra={"maxProperties": 0})
     # vLLM's extension: name logprob tokens "token_id:<id>" instead of their text
     return_tokens_as_token_ids: bool = False
     # vLLM's extension: the prompt's and the completion's token ids in the response
@@ -108,38 +155,52 @@ class _Common(BaseModel):
 
 
 class ChatRequest(_Common):
+    model_config = ConfigDict(extra="ignore", strict=True, json_schema_extra={"allOf": [{
+        "if": {"required": ["top_logprobs"],
+               "properties": {"top_logprobs": {"type": "integer", "minimum": 1}}},
+        "then": {"required": ["logprobs"], "properties": {"logprobs": {"const": True}}}}]})
     messages: list[ChatMessage] = Field(min_length=1)
-    max_tokens: int | None = Field(None, ge=1)
-    max_completion_tokens: int | None = Field(None, ge=1)
+    max_tokens: PositiveInt | None = None
+    max_completion_tokens: PositiveInt | None = None
     logprobs: bool | None = False
-    top_logprobs: int | None = Field(None, ge=0, le=20)
-    tools: list[Any] | None = None
-    tool_choice: Any = None
-    functions: list[Any] | None = None
-    function_call: Any = None
-    response_format: dict[str, Any] | None = None
+    top_logprobs: TopN | None = None
+    tools: list[Any] | None = Field(None, json_schema_extra=NOTHING)
+    tool_choice: Any = Field(None, json_schema_extra={"enum": ["none", None]})
+    functions: list[Any] | None = Field(None, json_schema_extra=NOTHING)
+    function_call: Any = Field(None, json_schema_extra={"enum": ["none", None]})
+    response_format: dict[str, Any] | None = Field(None, json_schema_extra={
+        "properties": {"type": {"enum": ["text"]}}})
 
 
 class LoadLoraRequest(BaseModel):
-    model_config = ConfigDict(extra="ignore")
-    lora_name: str
+    model_config = STRICT
+    lora_name: str = Field(json_schema_extra={"minLength": 1})
     lora_path: str
     load_inplace: bool = False
 
 
 class UnloadLoraRequest(BaseModel):
-    model_config = ConfigDict(extra="ignore")
+    model_config = STRICT
     lora_name: str
-    lora_int_id: int | None = None
+    lora_int_id: Int | None = None
 
 
 class CompletionRequest(_Common):
-    prompt: str | list[str] | list[int] | list[list[int]]
-    max_tokens: int | None = Field(None, ge=1)
-    logprobs: int | None = Field(None, ge=0, le=20)
-    echo: bool | None = False
-    suffix: str | None = None
-    best_of: int | None = None
+    model_config = ConfigDict(extra="ignore", strict=True, json_schema_extra={"allOf": [{
+        "if": {"required": ["stream"], "properties": {"stream": {"const": True}}},
+        "then": {"properties": {"prompt": {"anyOf": [
+            {"type": "string"}, {"type": "array", "maxItems": 1}]}}}}]})
+    # token-id prompts parse (OpenAI's schema has them) but are refused; one prompt per request
+    # when streaming (not expressible here: a 400 that says so)
+    prompt: str | list[str] | list[int] | list[list[int]] = Field(json_schema_extra={
+        "anyOf": [{"type": "string", "minLength": 1},
+                  {"type": "array", "items": {"type": "string", "minLength": 1},
+                   "minItems": 1}]})
+    max_tokens: PositiveInt | None = None
+    logprobs: TopN | None = None
+    echo: bool | None = Field(False, json_schema_extra={"enum": [False, None]})
+    suffix: str | None = Field(None, json_schema_extra={"maxLength": 0})
+    best_of: Int | None = Field(None, json_schema_extra={"enum": [0, 1, None]})
 
 
 def check_common(req: _Common) -> None:
@@ -333,14 +394,17 @@ async def unless_disconnected(request: Request, work: Awaitable[Any]) -> Any:
 
 def create_app(backend: HFBackend, served_names: list[str] | None = None, *,
                default_max_tokens: int = DEFAULT_MAX_TOKENS,
-               allow_lora_updates: bool = False) -> FastAPI:
+               allow_lora_updates: bool = False,
+               max_body_bytes: int = DEFAULT_MAX_BODY_BYTES) -> FastAPI:
     """The app over an ``HFBackend`` (anything with its ``encode``/``stream``/``tokenizer``).
 
     ``served_names``: the names clients may ask for (the first is the default); the
     backend's own model name when not given. ``allow_lora_updates`` adds the LoRA load and
-    unload endpoints (they read any local folder a client names: trusted clients only).
+    unload endpoints (they read any local folder a client names: trusted clients only). A
+    body over ``max_body_bytes`` is a 413 (OpenAI's error shape) before it is read whole.
     """
     from marag.llm.adapters import AdapterError, AdapterSet
+    from marag.web.limits import BodyLimit
 
     names = list(dict.fromkeys(served_names or [backend.model]))
     tokenizer = backend.tokenizer
@@ -354,6 +418,8 @@ def create_app(backend: HFBackend, served_names: list[str] | None = None, *,
 
     app = FastAPI(title="marag LLM server", version="1", lifespan=lifespan)
     app.state.adapters = adapters  # the loaded LoRA adapters, for inspection
+    app.add_middleware(BodyLimit, max_bytes=max_body_bytes, body=lambda status, message:
+                       error_body(message, "invalid_request_error"))
 
     @app.exception_handler(ApiError)
     async def _api_error(_: Request, exc: ApiError) -> JSONResponse:
@@ -380,7 +446,9 @@ def create_app(backend: HFBackend, served_names: list[str] | None = None, *,
         else:
             message = str(exc.detail)
         kind = "invalid_request_error" if exc.status_code < 500 else "server_error"
-        return _error(exc.status_code, message, kind)
+        reply = _error(exc.status_code, message, kind)
+        reply.headers.update(exc.headers or {})  # a 405 says what is Allowed
+        return reply
 
     def model_card(name: str) -> dict[str, Any]:
         card = {"id": name, "object": "model", "created": 0, "owned_by": "marag"}
@@ -460,6 +528,8 @@ def create_app(backend: HFBackend, served_names: list[str] | None = None, *,
         raise LLMError("the backend ended a request without a result")
 
     def generation_failed(e: LLMError) -> ApiError:
+        if isinstance(e, PromptError):  # this request's own prompt: the client's to fix
+            return ApiError(400, str(e), "prompt")
         return ApiError(500, str(e), kind="server_error")
 
     def stream_events(events: AsyncIterator[TokenStep | Completion], stop: tuple[str, ...],
@@ -510,7 +580,13 @@ def create_app(backend: HFBackend, served_names: list[str] | None = None, *,
     async def models() -> dict[str, Any]:
         return {"object": "list", "data": [model_card(n) for n in all_names()]}
 
-    @app.get("/v1/models/{model_id:path}")
+    generating: Responses = {
+        200: {"description": "The completion; with stream=true, server-sent events (chunks, "
+                             "then data: [DONE])",
+              "content": {"text/event-stream": {"schema": SSE_EVENT}}},
+        **errors(ErrorResponse, 400, 404, 413, 500)}
+
+    @app.get("/v1/models/{model_id:path}", responses=errors(ErrorResponse, 404))
     async def model(model_id: str) -> dict[str, Any]:
         if model_id not in all_names():
             raise ApiError(404, f"The model {model_id!r} does not exist", "model",
@@ -522,7 +598,11 @@ def create_app(backend: HFBackend, served_names: list[str] | None = None, *,
         return {"status": "ok", "model": names[0], "served_names": all_names()}
 
     if allow_lora_updates:
-        @app.post("/v1/load_lora_adapter")
+        lora_docs: Responses = {200: {"content": {"text/plain": {"schema": {"type": "string"}}},
+                                      "description": "Done"},
+                                **errors(ErrorResponse, 400, 404, 413)}
+
+        @app.post("/v1/load_lora_adapter", response_class=PlainTextResponse, responses=lora_docs)
         async def load_lora(req: LoadLoraRequest) -> PlainTextResponse:
             try:
                 await adapters.load(req.lora_name, req.lora_path, req.load_inplace)
@@ -532,7 +612,8 @@ def create_app(backend: HFBackend, served_names: list[str] | None = None, *,
             return PlainTextResponse(f"Success: LoRA adapter '{req.lora_name}' {verb} "
                                      "successfully.")
 
-        @app.post("/v1/unload_lora_adapter")
+        @app.post("/v1/unload_lora_adapter", response_class=PlainTextResponse,
+                  responses=lora_docs)
         async def unload_lora(req: UnloadLoraRequest) -> PlainTextResponse:
             try:
                 await adapters.unload(req.lora_name)
@@ -541,7 +622,7 @@ def create_app(backend: HFBackend, served_names: list[str] | None = None, *,
             return PlainTextResponse(f"Success: LoRA adapter '{req.lora_name}' removed "
                                      "successfully.")
 
-    @app.post("/v1/chat/completions")
+    @app.post("/v1/chat/completions", responses=generating)
     async def chat(req: ChatRequest, request: Request) -> Any:
         check_chat(req)
         name, engine = served(req.model)
@@ -585,7 +666,7 @@ def create_app(backend: HFBackend, served_names: list[str] | None = None, *,
             choice_out["token_ids"] = [s.token_id for s in steps]
         return out
 
-    @app.post("/v1/completions")
+    @app.post("/v1/completions", responses=generating)
     async def completions(req: CompletionRequest, request: Request) -> Any:
         check_completion(req)
         name, engine = served(req.model)
@@ -602,6 +683,8 @@ def create_app(backend: HFBackend, served_names: list[str] | None = None, *,
         prompt_id_lists: list[list[int]] = []
         for p in prompts:
             ids = list(tokenizer(p)["input_ids"])
+            if not ids:  # vLLM answers the same: nothing to condition on
+                raise ApiError(400, "The prompt cannot be empty", "prompt")
             n_tokens = budget(len(ids), req.max_tokens, COMPLETIONS_DEFAULT_MAX_TOKENS)
             prompt_id_lists.append(ids)
             runs.append(engine.stream(ids, sampling(req, n_tokens, want_lp),

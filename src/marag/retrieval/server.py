@@ -39,6 +39,7 @@ from pydantic import BaseModel, ConfigDict, ValidationError
 from starlette.concurrency import run_in_threadpool
 
 from marag.corpus import source_id
+from marag.http_docs import errors
 from marag.retrieval.base import Retriever
 from marag.retrieval.coalesce import Coalescer
 from marag.types import Hits
@@ -69,6 +70,51 @@ class SearchRequest(BaseModel):
     model_config = ConfigDict(extra="ignore")
     questions: list[str]
     N: int | None = None
+
+
+class Document(BaseModel):
+    id: int | str
+    contents: str
+
+
+class ScoredDocument(BaseModel):
+    document: Document
+    score: float
+
+
+class RetrieveResponse(BaseModel):
+    result: list[list[ScoredDocument] | list[Document]]
+
+
+class SearchResult(BaseModel):
+    question: str
+    top_k_docs: list[str]
+
+
+class ErrorDetail(BaseModel):
+    """A refused request: a sentence (a limit), or FastAPI's list of field errors."""
+
+    detail: str | list[dict[str, Any]]
+
+
+def _lax_int(least: int, most: int) -> dict[str, Any]:
+    # read as Search-R1's pydantic model reads it: 3, 3.0 and "3" are the same (true is 1);
+    # null, false or 0 means the server's default
+    digits = f"^[0-9]{{1,{len(str(most)) - 1}}}$" if most >= 10 else f"^[0-{most}]$"
+    return {"anyOf": [{"type": "integer", "minimum": least, "maximum": most},
+                      {"type": "string", "pattern": digits}, {"type": "boolean"},
+                      {"type": "null"}]}
+
+
+_LAX_BOOL = {"anyOf": [{"type": "boolean"}, {"enum": [0, 1]}, {"type": "string", "enum": [
+    "0", "1", "true", "false", "t", "f", "yes", "no", "y", "n", "on", "off"]}]}
+
+
+def body_docs(fields: dict[str, Any], required: str) -> dict[str, Any]:
+    """``openapi_extra`` for a route that reads its JSON body itself."""
+    schema = {"type": "object", "required": [required], "properties": fields}
+    return {"requestBody": {"required": True,
+                            "content": {"application/json": {"schema": schema}}}}
 
 
 class ServerFailure(RuntimeError):
@@ -252,7 +298,15 @@ def create_app(
     async def health() -> dict[str, Any]:
         return {"status": "ok", "kind": index_kind, "passages": passage_count(retriever)}
 
-    @app.post("/retrieve")
+    limits = errors(ErrorDetail, 400, 413, 422, 500)
+    short = {"headers": {SHORT_HEADER: {"schema": {"type": "string"}, "description":
+                                        "how many queries got fewer than k passages"}}}
+    queries = {"type": "array", "items": {"type": "string"}, "maxItems": max_batch}
+
+    @app.post("/retrieve", response_class=JSONResponse, responses={
+        200: {"model": RetrieveResponse, **short}, **limits},
+        openapi_extra=body_docs({"queries": queries, "topk": _lax_int(0, max_topk),
+                                 "return_scores": _LAX_BOOL}, "queries"))
     async def retrieve(request: Request) -> JSONResponse:
         """Search-R1's endpoint. Each query's list holds at most ``topk`` passages, best
         first, and fewer when fewer match (a query with no matching term gets ``[]``)."""
@@ -263,7 +317,10 @@ def create_app(
         return JSONResponse(retrieve_payload(results, req.return_scores),
                             headers=short_lists(results, k))
 
-    @app.post("/search")
+    @app.post("/search", response_class=JSONResponse, responses={
+        200: {"model": list[SearchResult], **short}, **limits},
+        openapi_extra=body_docs({"questions": queries, "N": _lax_int(0, max_topk)},
+                                "questions"))
     async def search(request: Request) -> JSONResponse:
         """MMOA-RAG's endpoint; ``top_k_docs`` holds at most ``N`` passages, fewer when
         fewer match."""

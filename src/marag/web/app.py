@@ -22,14 +22,15 @@ from fastapi.responses import FileResponse, JSONResponse, StreamingResponse
 from fastapi.staticfiles import StaticFiles
 from pydantic import BaseModel, ConfigDict, Field
 
-from marag.api import ask_async, resolve_config
+from marag.api import EMPTY_QUESTION, ask_async, resolve_config
 from marag.config import ConfigError
 from marag.eval.rundir import RunDirError
+from marag.http_docs import errors, event_stream
 from marag.types import Trace
 from marag.web.limits import BodyLimit
 from marag.web.live import LiveQuestion, sse, trace_payload
 from marag.web.runs import FILTERS, RunNotFound, RunStore
-from marag.web.settings import OVERRIDABLE, ServeSettings
+from marag.web.settings import OVERRIDABLE, ServeSettings, override_pattern
 from marag.workflows import METHODS, RETRIEVES, Context
 
 log = logging.getLogger(__name__)
@@ -38,11 +39,19 @@ log = logging.getLogger(__name__)
 class AskRequest(BaseModel):
     model_config = ConfigDict(extra="forbid")
 
-    question: str = Field(min_length=1)
-    method: str | None = None
+    # the blank check is the server's own (422 with the CLI's message); the pattern documents it
+    question: str = Field(min_length=1, json_schema_extra={"pattern": r"\S"})
+    method: str | None = Field(None, json_schema_extra={"enum": [*METHODS, None]})
     golden_answers: list[str] = Field(default_factory=list, max_length=32)
-    overrides: list[str] = Field(default_factory=list, max_length=32)
+    overrides: list[str] = Field(default_factory=list, max_length=32, json_schema_extra={
+        "items": {"type": "string", "pattern": override_pattern()}})
     id: str | None = Field(None, max_length=200)
+
+
+class ErrorDetail(BaseModel):
+    """Every error this server answers: a sentence, or FastAPI's list of field errors."""
+
+    detail: str | list[dict[str, Any]]
 
 
 class Server:
@@ -58,6 +67,8 @@ class Server:
 
     def check(self, req: AskRequest) -> tuple[str, Context]:
         """The method name and the context to run ``req`` with; HTTPException when refused."""
+        if not req.question.strip():
+            raise HTTPException(422, EMPTY_QUESTION)
         limit = self.settings.max_question_chars
         if len(req.question) > limit:
             raise HTTPException(413, f"question is {len(req.question)} characters; "
@@ -138,7 +149,9 @@ def create_app(ctx: Context, settings: ServeSettings | None = None) -> FastAPI:
             raise HTTPException(401, "missing or wrong bearer token",
                                 headers={"WWW-Authenticate": "Bearer"})
 
-    api = APIRouter(prefix="/api", dependencies=[Depends(check_token)])
+    api = APIRouter(prefix="/api", dependencies=[Depends(check_token)],
+                    responses=errors(ErrorDetail, 400, 401, 413, 422))
+    asking = errors(ErrorDetail, 429)
 
     @app.exception_handler(RunNotFound)
     async def _not_found(request: Request, exc: RunNotFound) -> JSONResponse:
@@ -165,7 +178,7 @@ def create_app(ctx: Context, settings: ServeSettings | None = None) -> FastAPI:
             {"name": m, "retrieves": RETRIEVES[m],
              "available": not RETRIEVES[m] or ctx.retriever is not None} for m in METHODS]}
 
-    @api.post("/ask")
+    @api.post("/ask", responses={**asking, **errors(ErrorDetail, 504)})
     async def ask(req: AskRequest) -> dict[str, Any]:
         task = server.start(req)
         try:
@@ -174,7 +187,9 @@ def create_app(ctx: Context, settings: ServeSettings | None = None) -> FastAPI:
             raise HTTPException(504, server.timeout_detail()) from None
         return trace.to_dict()
 
-    @api.post("/ask/stream")
+    @api.post("/ask/stream", response_class=StreamingResponse,
+              responses={**asking, **event_stream(
+                  "Server-sent events: start, node, step..., then trace (or error)")})
     async def ask_stream(req: AskRequest) -> StreamingResponse:
         live = LiveQuestion()
         task = server.start(req, live)
@@ -193,30 +208,41 @@ def create_app(ctx: Context, settings: ServeSettings | None = None) -> FastAPI:
         return StreamingResponse(events(), media_type="text/event-stream",
                                  headers={"Cache-Control": "no-store", "X-Accel-Buffering": "no"})
 
+    missing = errors(ErrorDetail, 404)
+
     @api.get("/runs")
     def runs() -> dict[str, Any]:
         return {"runs": server.store.listing()}
 
-    @api.get("/runs/{name}")
+    @api.get("/runs/{name}", responses=missing)
     def run_info(name: str) -> dict[str, Any]:
         return server.store.info(name)
 
-    @api.get("/runs/{name}/traces")
+    @api.get("/runs/{name}/traces", responses=missing)
     def run_traces(name: str, offset: int = Query(0, ge=0),
                    limit: int = Query(50, ge=1, le=settings.max_page),
                    filter: str = Query("all", pattern="^(" + "|".join(FILTERS) + ")$"),
                    q: str = Query("", max_length=500)) -> dict[str, Any]:
         return server.store.traces(name, offset=offset, limit=limit, filter=filter, q=q)
 
-    @api.get("/runs/{name}/traces/{trace_id}")
+    @api.get("/runs/{name}/traces/{trace_id}", responses=missing)
     def run_trace(name: str, trace_id: str) -> dict[str, Any]:
         return trace_payload(server.store.trace(name, trace_id))
 
-    @api.get("/runs/{name}/plots/{file}")
+    @api.get("/runs/{name}/plots/{file}", responses=missing)
     def run_plot(name: str, file: str) -> FileResponse:
         return FileResponse(server.store.plot(name, file))
 
     app.include_router(api)
+    plain_openapi = app.openapi
+
+    def openapi() -> dict[str, Any]:  # the limits this server was started with
+        spec = plain_openapi()
+        ask = spec["components"]["schemas"]["AskRequest"]["properties"]
+        ask["question"]["maxLength"] = settings.max_question_chars
+        return spec
+
+    app.openapi = openapi  # type: ignore[method-assign]
     app.mount("/static", StaticFiles(directory=str(static)), name="static")
     return app
 

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+from collections.abc import Callable
 from typing import Any
 
 Scope = dict[str, Any]
@@ -16,9 +17,12 @@ class BodyLimit:
     and then handed on whole, so a route never sees a partial body.
     """
 
-    def __init__(self, app: Any, max_bytes: int) -> None:
+    def __init__(self, app: Any, max_bytes: int,
+                 body: Callable[[int, str], dict[str, Any]] | None = None) -> None:
         self.app = app
         self.max_bytes = max_bytes
+        # the error body for (status, message); FastAPI's ``{"detail": message}`` by default
+        self.body = body or (lambda _status, message: {"detail": message})
 
     async def __call__(self, scope: Scope, receive: Any, send: Any) -> None:
         if scope["type"] != "http":
@@ -29,10 +33,10 @@ class BodyLimit:
             try:
                 size = int(declared)
             except ValueError:
-                await _reply(send, 400, "invalid Content-Length")
+                await self._reply(send, 400, "invalid Content-Length")
                 return
             if size > self.max_bytes:
-                await _reply(send, 413, f"body of {size} bytes; the limit is {self.max_bytes}")
+                await self._reply(send, 413, f"body of {size} bytes; the limit is {self.max_bytes}")
                 return
             await self.app(scope, receive, send)
             return
@@ -47,7 +51,7 @@ class BodyLimit:
             chunks.append(message.get("body", b""))
             size += len(chunks[-1])
             if size > self.max_bytes:
-                await _reply(send, 413, f"body over the limit of {self.max_bytes} bytes")
+                await self._reply(send, 413, f"body over the limit of {self.max_bytes} bytes")
                 return
             if not message.get("more_body"):
                 break
@@ -63,9 +67,12 @@ class BodyLimit:
 
         await self.app(scope, replay, send)
 
+    async def _reply(self, send: Any, status: int, message: str) -> None:
+        await _reply(send, status, self.body(status, message))
 
-async def _reply(send: Any, status: int, detail: str) -> None:
-    body = json.dumps({"detail": detail}).encode()
+
+async def _reply(send: Any, status: int, content: dict[str, Any]) -> None:
+    body = json.dumps(content).encode()
     await send({"type": "http.response.start", "status": status,
                 "headers": [(b"content-type", b"application/json"),
                             (b"content-length", str(len(body)).encode())]})
