@@ -1,9 +1,9 @@
-"""A Schemathesis check and a filter for benchmarks/fuzz_servers.py and tests/test_http_fuzz.py, loaded in
-the ``schemathesis run`` child process through SCHEMATHESIS_HOOKS.
+"""A Schemathesis check and a filter for benchmarks/fuzz_servers.py and tests/test_http_fuzz.py,
+loaded in the ``schemathesis run`` child process through SCHEMATHESIS_HOOKS.
 
-serve-llm refuses some schema-valid requests for reasons a schema cannot state: a prompt plus
-max_tokens past the model's context (it depends on how the prompt tokenizes) or a LoRA adapter
-path with no adapter in it. Those answers are documented 400s with an OpenAI error ``code``.
+serve-llm refuses some schema-valid requests for a reason a schema cannot state: a prompt plus
+max_tokens past the model's context (it depends on how the prompt tokenizes). That answer is a
+documented 400 with OpenAI's error code ``context_length_exceeded``.
 This check is positive_data_acceptance (run with it excluded) that lets exactly those codes
 through; any other refusal of valid data still fails.
 """
@@ -14,7 +14,7 @@ from typing import Any
 
 import schemathesis
 
-DOMAIN_CODES = {"context_length_exceeded", "adapter_not_found"}
+DOMAIN_CODES = {"context_length_exceeded"}
 ACCEPTED = {401, 403, 404, 409, 429}
 
 

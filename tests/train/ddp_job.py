@@ -37,6 +37,8 @@ def main(out: str) -> None:
                   if p.requires_grad}
         torch.save({"params": params, "row": rows[-1],
                     "world": trainer.acc.num_processes}, f"{out}/result.pt")
+    trainer.acc.wait_for_everyone()
+    trainer.acc.end_training()  # as `marag train` does: leave the process group before exiting
 
 
 if __name__ == "__main__":

@@ -90,6 +90,8 @@ def main(out: str, url: str, mode: str) -> None:
     if acc.is_main_process:
         torch.save({"params": params, "rows": rows, "world": acc.num_processes,
                     "sharded": last.sharded, "kinds": kinds}, f"{out}/result.pt")
+    acc.wait_for_everyone()
+    acc.end_training()  # as `marag train` does: leave the process group before exiting
 
 
 if __name__ == "__main__":

@@ -75,6 +75,10 @@ def run(args: argparse.Namespace) -> int:
                   f"F1 {last['f1']:.3f}; policy in {out / 'policy'}")
         else:
             print(f"nothing to do: {out} is at iteration {trainer.start}")
+    # every process leaves the process group together; a rank that exits with the group's
+    # threads still running aborts ("terminate called without an active exception")
+    trainer.acc.wait_for_everyone()
+    trainer.acc.end_training()
     return 0
 
 

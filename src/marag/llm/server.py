@@ -37,7 +37,7 @@ from fastapi.responses import JSONResponse, PlainTextResponse, StreamingResponse
 from pydantic import BaseModel, BeforeValidator, ConfigDict, Field
 from starlette.exceptions import HTTPException as StarletteHTTPException
 
-from marag.http_docs import SSE_EVENT, Responses, errors
+from marag.http.docs import SSE_EVENT, Responses, errors
 from marag.llm.base import LLMError, PromptError, SamplingParams
 from marag.llm.hf_local import TokenStep
 from marag.types import Completion
@@ -404,7 +404,7 @@ def create_app(backend: HFBackend, served_names: list[str] | None = None, *,
     body over ``max_body_bytes`` is a 413 (OpenAI's error shape) before it is read whole.
     """
     from marag.llm.adapters import AdapterError, AdapterSet
-    from marag.web.limits import BodyLimit
+    from marag.http.limits import BodyLimit
 
     names = list(dict.fromkeys(served_names or [backend.model]))
     tokenizer = backend.tokenizer

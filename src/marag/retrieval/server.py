@@ -39,7 +39,7 @@ from pydantic import BaseModel, ConfigDict, ValidationError
 from starlette.concurrency import run_in_threadpool
 
 from marag.corpus import source_id
-from marag.http_docs import errors
+from marag.http.docs import errors
 from marag.retrieval.base import Retriever
 from marag.retrieval.coalesce import Coalescer
 from marag.types import Hits

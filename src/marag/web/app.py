@@ -25,9 +25,9 @@ from pydantic import BaseModel, ConfigDict, Field
 from marag.api import EMPTY_QUESTION, ask_async, resolve_config
 from marag.config import ConfigError
 from marag.eval.rundir import RunDirError
-from marag.http_docs import errors, event_stream
+from marag.http.docs import errors, event_stream
 from marag.types import Trace
-from marag.web.limits import BodyLimit
+from marag.http.limits import BodyLimit
 from marag.web.live import LiveQuestion, sse, trace_payload
 from marag.web.runs import FILTERS, RunNotFound, RunStore
 from marag.web.settings import OVERRIDABLE, ServeSettings, override_pattern
