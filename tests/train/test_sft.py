@@ -122,3 +122,48 @@ def test_sft_lowers_the_loss_and_writes_an_adapter(tmp_path):
 def test_sft_refuses_a_misspelt_role(capsys):
     code = main(["sft", "--traces", "x.jsonl", "--out", "o", "--set", "roles.planer=default"])
     assert code == 2 and "planner" in capsys.readouterr().err
+
+
+def _run_trace(qid, f1, plan_steps, status="ok"):
+    return Trace(id=qid, question=f"question {qid}?", method="x", steps=plan_steps,
+                 status=status, metrics={"f1": f1})
+
+
+def _ag(answer):
+    return Step(role="AG", messages=[{"role": "user", "content": "docs + q"},
+                                     {"role": "assistant", "content": "<answer>"}],
+                raw=answer)
+
+
+def test_plan_labels_pick_each_questions_best_plan():
+    planner = role_for("planner", "default", "jade")
+    no_docs = [_run_trace("a", 1.0, [_ag("Paris")]), _run_trace("b", 0.0, [_ag("x")]),
+               _run_trace("c", 0.6, [_ag("Rome")]), _run_trace("d", 0.0, [_ag("y")])]
+    docs = [_run_trace("a", 1.0, [Step(role="R", raw="question a?"), _ag("Paris")]),
+            _run_trace("b", 0.8, [Step(role="R", raw="question b?"), _ag("Lyon")]),
+            _run_trace("c", 0.2, [Step(role="R", raw="question c?"), _ag("Milan")]),
+            _run_trace("d", 0.0, [Step(role="R", raw="question d?"), _ag("z")], "failed")]
+    got = sft.examples_best_plan([("AG", no_docs), ("R, AG", docs)], planner, [], 0.5)
+    plans = [(e.messages[-2]["content"], e.target) for e in got if e.role == "planner"]
+    # a: a tie goes to the plan listed first (the cheaper); b: retrieval won; c: the
+    # answer without documents won; d: nothing reached min_f1, so no example at all
+    assert [t for _, t in plans] == ["AG</workflow>", "R, AG</workflow>", "AG</workflow>"]
+    assert [q for q, _ in plans] == [planner.build("question a?")[-1]["content"],
+                                     planner.build("question b?")[-1]["content"],
+                                     planner.build("question c?")[-1]["content"]]
+    assert all(e.messages[-1] == {"role": "assistant", "content": "<workflow>"}
+               for e in got if e.role == "planner")
+    assert [e.target for e in got if e.role == "AG"] == ["Paris", "Lyon", "Rome"]
+    only_planner = sft.examples_best_plan([("AG", no_docs), ("R, AG", docs)], planner,
+                                          ["planner"], 0.5)
+    assert {e.role for e in only_planner} == {"planner"} and len(only_planner) == 3
+    with pytest.raises(ValueError, match="not a plan"):
+        sft.examples_best_plan([("AG, R", docs)], planner, [], 0.5)
+
+
+def test_plan_labels_cli_refuses_bad_input(tmp_path, capsys):
+    assert main(["sft", "--plans", "R, AG", "--out", str(tmp_path)]) == 2
+    assert "PLAN=FILE" in capsys.readouterr().err
+    assert main(["sft", "--method", "vanilla", "--plans", f"AG={tmp_path}/t.jsonl",
+                 "--out", str(tmp_path)]) == 2
+    assert "labels a planner" in capsys.readouterr().err

@@ -25,6 +25,13 @@ def register(sub: Any) -> None:
                           "golden answers and their top method.candidates (K = 10) "
                           "retrieved documents (MMOA-RAG S4.3); no rewriter labels (use "
                           "--traces with sft.roles=[mmoa.QR])")
+    src.add_argument("--plans", nargs="+", metavar="PLAN=FILE",
+                     help="plan labels for a planner method (jade, mao-arag): each PLAN "
+                          "(e.g. 'R, AG') with the traces.jsonl of a run that executed "
+                          "exactly that plan on the same questions (vanilla runs 'R, AG', "
+                          "llm-only runs 'AG'); each question's best-scoring plan is the "
+                          "planner's label and its trace's steps the executors' examples "
+                          "(F1 >= sft.min_f1; ties go to the plan listed first)")
     p.add_argument("--dataset", help="question file for --recipe")
     p.add_argument("--exclude-ids", metavar="FILE",
                    help="question ids never to train on, one per line (e.g. a training run's "
@@ -44,12 +51,33 @@ def run(args: argparse.Namespace) -> int:
 
     config = load_run_config(args, run_overrides(args) + list(args.overrides))
     cfg = config.sft
+    banned = set(Path(args.exclude_ids).read_text().split()) if args.exclude_ids else set()
     if args.traces:
-        traces = [t for f in args.traces for t in read_jsonl(f, Trace)]
-        if args.exclude_ids:
-            banned = set(Path(args.exclude_ids).read_text().split())
-            traces = [t for t in traces if t.id not in banned]
+        traces = [t for f in args.traces for t in read_jsonl(f, Trace) if t.id not in banned]
         examples = sft.examples_from_traces(traces, cfg.roles, cfg.min_f1)
+        ctx = build_context(config, with_retriever=False, purpose="training")
+    elif args.plans:
+        from marag.roles import role_for
+
+        if config.method.name not in ("jade", "mao-arag"):
+            print(f"marag sft: --plans labels a planner; method {config.method.name!r} has "
+                  "none (use --method jade or mao-arag)", file=sys.stderr)
+            return 2
+        runs = []
+        for item in args.plans:
+            plan, sep, path = item.partition("=")
+            if not sep or not plan.strip() or not path:
+                print(f"marag sft: --plans wants PLAN=FILE, got {item!r}", file=sys.stderr)
+                return 2
+            runs.append((plan.strip(), [t for t in read_jsonl(path, Trace)
+                                        if t.id not in banned]))
+        m = config.method
+        planner = role_for("planner", m.prompts, m.name, sft.role_variants(config, "planner"))
+        try:
+            examples = sft.examples_best_plan(runs, planner, cfg.roles, cfg.min_f1)
+        except ValueError as e:
+            print(f"marag sft: {e}", file=sys.stderr)
+            return 2
         ctx = build_context(config, with_retriever=False, purpose="training")
     else:
         if not args.dataset:
@@ -59,9 +87,7 @@ def run(args: argparse.Namespace) -> int:
 
         ctx = build_context(config, with_retriever=True, purpose="training")
         questions = load_questions(args.dataset)
-        if args.exclude_ids:
-            banned = set(Path(args.exclude_ids).read_text().split())
-            questions = [q for q in questions if q.id not in banned]
+        questions = [q for q in questions if q.id not in banned]
         if cfg.max_examples:
             from marag.datasets import sample
 

@@ -20,6 +20,9 @@ then cross-entropy on the response tokens of a LoRA-adapted (or fully tuned) bac
   does not have, and marag does not make rewrite labels up. The rewriter's warm start that
   exists is rejection sampling (``examples_from_traces`` with ``sft.roles: [mmoa.QR]``) over
   ``mmoa-rag`` traces: the policy's own rollouts, or a stronger model's ``marag eval`` run.
+* ``examples_best_plan``: plan labels for a planner method -- the traces of runs that each
+  executed one fixed plan on the same questions; a question's best-scoring plan is the
+  planner's label and the winning trace's steps are the executors' examples.
 """
 
 from __future__ import annotations
@@ -62,6 +65,43 @@ def examples_from_traces(traces: Sequence[Trace], roles: Sequence[str], min_f1: 
     return out
 
 
+def examples_best_plan(runs: Sequence[tuple[str, Sequence[Trace]]], planner: Role,
+                       roles: Sequence[str], min_f1: float) -> list[Example]:
+    """Plan labels (a planner's warm start, MAO-ARAG S5.4's SFT-then-PPO for a 0.5B planner
+    without the trained 7B teacher): ``runs`` pairs a plan (``"R, AG"``) with the traces of a
+    run that executed exactly that plan on the same questions (``vanilla`` runs ``R, AG``,
+    ``llm-only`` runs ``AG``). For each question the plan whose trace scored the highest F1
+    is the planner's label (ties go to the plan listed first: list the cheaper first), and
+    the valid steps of that trace are the executors' examples. A question that no plan
+    answers with F1 >= ``min_f1`` gives no example: nothing says which plan would have been
+    right. ``roles`` limits the examples to those roles (empty: every role)."""
+    from marag.roles.planner import check, read_codes
+
+    keep = set(roles)
+    best: dict[str, tuple[float, int, str, Trace]] = {}
+    for order, (plan, traces) in enumerate(runs):
+        problem = check(read_codes(plan), True, False) if read_codes(plan) else "no plan codes"
+        if problem:
+            raise ValueError(f"plan {plan!r} is not a plan the planner can write: {problem}")
+        for t in traces:
+            if t.status == "failed":
+                continue
+            f1 = float(t.metrics.get("f1", 0.0))
+            now = best.get(t.id)
+            if now is None or f1 > now[0]:
+                best[t.id] = (f1, order, plan, t)
+    out = []
+    for f1, _, plan, t in best.values():
+        if f1 < min_f1:
+            continue
+        if not keep or planner.name in keep:
+            label = "<workflow>" + ", ".join(read_codes(plan)) + "</workflow>"
+            out.append(role_example(planner, label, question=t.question, allow_decompose=True))
+        out += [Example(s.role, s.messages, s.raw) for s in t.steps
+                if s.is_llm and s.valid and (not keep or s.role in keep) and s.raw.strip()]
+    return out
+
+
 def useful_documents(question: str, answers: Sequence[str], docs: Sequence[Any],
                      min_question_overlap: float) -> list[int]:
     qw = content_words(question)
@@ -83,8 +123,8 @@ async def examples_mmoa(questions: Sequence[Question], retriever: Any, config: C
 
     cfg = config.sft
     m = config.method
-    ds = role_for("DS", m.prompts, "mmoa-rag", _variants(config, "DS"))
-    ag = role_for("AG", m.prompts, "mmoa-rag", _variants(config, "AG"))
+    ds = role_for("DS", m.prompts, "mmoa-rag", role_variants(config, "DS"))
+    ag = role_for("AG", m.prompts, "mmoa-rag", role_variants(config, "AG"))
     hits = await retriever.search([q.question for q in questions], m.candidates)
     out = []
     for q, h in zip(questions, hits):
@@ -204,7 +244,7 @@ def train_sft(backend: Any, examples: Sequence[Example], cfg: SFTConfig, out: st
     return rows
 
 
-def _variants(config: Config, role: str) -> dict[str, str]:
+def role_variants(config: Config, role: str) -> dict[str, str]:
     """The prompt variants ``role`` runs with in ``config`` (its model's profile under
     ``method.role_prompts``), as the workflow engine resolves them."""
     from marag.roles.model_profiles import role_prompts
