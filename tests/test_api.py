@@ -149,7 +149,7 @@ def test_ask_command_config_errors_exit_2(capsys):
     assert "max_rounds" in capsys.readouterr().err
 
 
-@pytest.mark.parametrize("question", ["", "   ", "\n\t"])
+@pytest.mark.parametrize("question", ["", "   ", "\n\t", "\u0085", "\ufeff"])
 def test_ask_command_refuses_an_empty_question(capsys, question):
     from marag.cli import main
 
@@ -162,7 +162,7 @@ def test_ask_command_refuses_an_empty_question(capsys, question):
 async def test_ask_async_refuses_an_empty_question(nq_index):
     cfg = load_config(None, [f"retrieval.index={nq_index}"])
     ctx = build_context(cfg, llms={"default": _scripted()})
-    for question in ("", "  \n"):
+    for question in ("", "  \n", "\u0085 \ufeff"):
         with pytest.raises(ValueError, match="the question is empty"):
             await ask_async(question, context=ctx)
     assert ctx.llms["default"].calls == []  # type: ignore[attr-defined]

@@ -61,6 +61,20 @@ def build_context(config: Config, *, llms: dict[str, LLM] | None = None,
 
 # what every surface says to a blank question: the CLI, ask(), POST /api/ask and its stream
 EMPTY_QUESTION = "the question is empty; give the question to answer"
+# A question needs one character that is not blank. Blank is Python's whitespace
+# (str.isspace) and the byte-order mark, which JavaScript's \s counts; the class is spelt out
+# because JSON Schema's regex dialect (ECMA) and Python's disagree on \s (U+0085, U+001C-1F,
+# U+FEFF), and POST /api/ask documents this pattern.
+QUESTION_PATTERN = (r"[^\t\n\u000b\f\r\u001c-\u001f \u0085\u00a0\u1680\u2000-\u200a"
+                    r"\u2028\u2029\u202f\u205f\u3000\ufeff]")
+
+
+def is_blank(question: object) -> bool:
+    """True when ``question`` is not text or has no character outside QUESTION_PATTERN's
+    blanks: what every surface refuses with EMPTY_QUESTION."""
+    import re
+
+    return not isinstance(question, str) or re.search(QUESTION_PATTERN, question) is None
 
 
 async def ask_async(question: str, *, method: str | None = None, config: ConfigLike = None,
@@ -77,7 +91,7 @@ async def ask_async(question: str, *, method: str | None = None, config: ConfigL
         raise TypeError(f"ask() got unexpected keyword argument(s): {sorted(unknown)}")
     if context is not None and (config is not None or overrides):
         raise ValueError("pass either context= or config=/overrides=, not both")
-    if not isinstance(question, str) or not question.strip():
+    if is_blank(question):
         raise ValueError(f"{EMPTY_QUESTION} (ask() got {question!r})")
     q = Question(id=str(fields.get("id", "q0")), question=question,
                  golden_answers=list(fields.get("golden_answers") or []),

@@ -40,10 +40,10 @@ def run(args: argparse.Namespace) -> int:
     import asyncio
     import json
 
-    from marag.api import EMPTY_QUESTION, ask_async
+    from marag.api import EMPTY_QUESTION, ask_async, is_blank
     from marag.view.text import render_trace
 
-    if not args.question.strip():
+    if is_blank(args.question):
         print(f"marag ask: {EMPTY_QUESTION}", file=sys.stderr)
         return 2
     config = load_run_config(args, flag_overrides(args))

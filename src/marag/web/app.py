@@ -22,7 +22,7 @@ from fastapi.responses import FileResponse, JSONResponse, StreamingResponse
 from fastapi.staticfiles import StaticFiles
 from pydantic import BaseModel, ConfigDict, Field
 
-from marag.api import EMPTY_QUESTION, ask_async, resolve_config
+from marag.api import EMPTY_QUESTION, QUESTION_PATTERN, ask_async, is_blank, resolve_config
 from marag.config import ConfigError
 from marag.eval.rundir import RunDirError
 from marag.http.docs import errors, event_stream
@@ -40,7 +40,7 @@ class AskRequest(BaseModel):
     model_config = ConfigDict(extra="forbid")
 
     # the blank check is the server's own (422 with the CLI's message); the pattern documents it
-    question: str = Field(min_length=1, json_schema_extra={"pattern": r"\S"})
+    question: str = Field(min_length=1, json_schema_extra={"pattern": QUESTION_PATTERN})
     method: str | None = Field(None, json_schema_extra={"enum": [*METHODS, None]})
     golden_answers: list[str] = Field(default_factory=list, max_length=32)
     overrides: list[str] = Field(default_factory=list, max_length=32, json_schema_extra={
@@ -67,7 +67,7 @@ class Server:
 
     def check(self, req: AskRequest) -> tuple[str, Context]:
         """The method name and the context to run ``req`` with; HTTPException when refused."""
-        if not req.question.strip():
+        if is_blank(req.question):
             raise HTTPException(422, EMPTY_QUESTION)
         limit = self.settings.max_question_chars
         if len(req.question) > limit:
