@@ -316,6 +316,9 @@ class SFTConfig(Section):
     lr: float = Field(1e-4, gt=0)
     max_examples: int | None = Field(None, ge=1)
     seed: int = 0
+    # the dtype the forward and backward compute in, as train.dtype: auto = bfloat16 autocast
+    # where the hardware has bf16 matrix units (weights and optimizer state stay float32)
+    dtype: Literal["auto", "float32", "bfloat16"] = "auto"
     lora: LoraConfig = Field(default_factory=LoraConfig)
 
 

@@ -5,6 +5,7 @@ from __future__ import annotations
 import asyncio
 
 import pytest
+import torch
 
 from marag.cli import main
 from marag.config import SFTConfig, load_config
@@ -167,3 +168,23 @@ def test_plan_labels_cli_refuses_bad_input(tmp_path, capsys):
     assert main(["sft", "--method", "vanilla", "--plans", f"AG={tmp_path}/t.jsonl",
                  "--out", str(tmp_path)]) == 2
     assert "labels a planner" in capsys.readouterr().err
+
+
+def test_sft_update_does_not_depend_on_the_micro_batch_split(tmp_path):
+    from marag.train.policy import full_trainable
+
+    ex = [sft.Example("AG", [{"role": "user", "content": "What is the capital of " + c + "?"}],
+                      "<answer>" + a + "</answer>")
+          for c, a in [("France", "Paris"), ("Italy", "Rome"), ("Peru", "Lima"),
+                       ("the United Kingdom of Great Britain", "London")]]
+    got = []
+    for micro in (1, 4):
+        model, tok = build_tiny_model(seed=0)
+        backend = HFBackend("tiny", model=model, tokenizer=tok)
+        cfg = SFTConfig(epochs=1, batch_size=4, micro_batch_size=micro, lr=1e-2,
+                        dtype="float32", lora={"r": 4, "target_modules": ["q_proj", "v_proj"]})
+        sft.train_sft(backend, ex, cfg, tmp_path / str(micro))
+        got.append({k: v.clone() for k, v in full_trainable(model).items()})
+    assert got[0].keys() == got[1].keys() and got[0]
+    for k in got[0]:
+        torch.testing.assert_close(got[0][k], got[1][k], rtol=1e-4, atol=1e-6)

@@ -182,6 +182,7 @@ def train_sft(backend: Any, examples: Sequence[Example], cfg: SFTConfig, out: st
     from tqdm import tqdm
 
     from marag.train.experience import batch
+    from marag.train.learner import CPU_BF16_PAD, compute_dtype
     from marag.train.logbook import Logbook
     from marag.train.policy import PolicyValue, attach_lora, hidden_size, save_policy, token_stats
 
@@ -213,19 +214,26 @@ def train_sft(backend: Any, examples: Sequence[Example], cfg: SFTConfig, out: st
     rng = random.Random(cfg.seed)
     steps = cfg.epochs * ((len(items) + cfg.batch_size - 1) // cfg.batch_size)
     bar = tqdm(total=steps, disable=not progress, desc="sft", unit="step")
+    dtype = compute_dtype(cfg.dtype, model.device)
+    multiple = CPU_BF16_PAD if dtype == torch.bfloat16 and model.device.type == "cpu" else 1
     policy.train()
     for epoch in range(cfg.epochs):
         order = list(items)
         rng.shuffle(order)
         for b0 in range(0, len(order), cfg.batch_size):
-            chunk = order[b0:b0 + cfg.batch_size]
+            # micro-batches of similar lengths (less padding); the loss is divided by the
+            # batch's token count, so the gradient does not depend on the split
+            chunk = sorted(order[b0:b0 + cfg.batch_size],
+                           key=lambda t: len(t.prompt_ids) + len(t.response_ids))
             n_tok = sum(len(t.response_ids) for t in chunk)
             total = 0.0
             for m0 in range(0, len(chunk), cfg.micro_batch_size):
                 micro = chunk[m0:m0 + cfg.micro_batch_size]
-                b = batch(micro, pad, model.device)
-                logp, _, _ = token_stats(policy, b, [None] * len(micro))
-                loss = -(logp * b.mask).sum() / n_tok
+                b = batch(micro, pad, model.device, multiple)
+                with torch.autocast(model.device.type, dtype=dtype,
+                                    enabled=dtype != torch.float32):
+                    logp, _, _ = token_stats(policy, b, [None] * len(micro))
+                loss = -(logp.float() * b.mask).sum() / n_tok
                 loss.backward()
                 total += float(loss.detach())
             torch.nn.utils.clip_grad_norm_(params, 1.0)
