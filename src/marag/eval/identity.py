@@ -14,18 +14,31 @@ from marag.config import Config
 OPERATIONAL_LLM_KEYS = ("base_url", "api_key_env", "max_concurrency", "timeout", "retries",
                         "max_batch_size", "batch_wait_ms", "device", "cache_dir", "n_threads")
 OPERATIONAL_RETRIEVAL_KEYS = ("url", "timeout")
+# Sections no evaluation reads: a run evaluated with a training config resumes after its
+# train/sft settings change (the eval section has its own identity fields: limit, seed).
+NOT_EVAL_SECTIONS = ("eval", "train", "sft")
 
 
 def config_identity(config: Config) -> dict[str, Any]:
     """The result-affecting part of a config (limit/seed live in the identity separately)."""
     data = config.model_dump(mode="json")
-    data.pop("eval", None)
+    for section in NOT_EVAL_SECTIONS:
+        data.pop(section, None)
     for llm in data.get("llms", {}).values():
         for key in OPERATIONAL_LLM_KEYS:
             llm.pop(key, None)
     for key in OPERATIONAL_RETRIEVAL_KEYS:
         data.get("retrieval", {}).pop(key, None)
     return data
+
+
+def comparable_identity(identity: dict[str, Any]) -> dict[str, Any]:
+    """An identity as today's ``config_identity`` would write it: run directories made before
+    train/sft left the identity still resume."""
+    config = identity.get("config")
+    if not isinstance(config, dict):
+        return identity
+    return {**identity, "config": {k: v for k, v in config.items() if k not in NOT_EVAL_SECTIONS}}
 
 
 def versions() -> dict[str, str]:

@@ -17,6 +17,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+from marag.eval.identity import comparable_identity
 from marag.types import Trace, append_jsonl
 
 log = logging.getLogger(__name__)
@@ -160,7 +161,7 @@ def open_run_dir(path: str | os.PathLike[str], identity: dict[str, Any],
     elif traces_path.exists() and traces_path.stat().st_size and not force:
         raise RunDirError(f"{root} holds traces but no {MANIFEST}; use --force or a new directory")
 
-    if old is not None and old.get("identity") != identity:
+    if old is not None and comparable_identity(old.get("identity") or {}) != identity:
         changes = describe_change(old.get("identity") or {}, identity)
         if not force:
             raise RunDirError(

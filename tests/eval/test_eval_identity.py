@@ -1,0 +1,25 @@
+"""What makes two evaluation runs the same run: the config sections an evaluation reads."""
+
+from marag.config import load_config
+from marag.eval import open_run_dir
+from marag.eval.identity import config_identity
+
+
+def _identity(overrides):
+    return {"dataset": "nq_open", "config": config_identity(load_config(None, overrides))}
+
+
+def test_train_and_sft_settings_do_not_change_the_identity():
+    base = _identity(["method.name=jade"])
+    assert _identity(["method.name=jade", "train.lr=1e-3", "sft.epochs=7",
+                      "eval.concurrency=3"]) == base
+    assert _identity(["method.name=jade", "method.top_k=2"]) != base
+    assert _identity(["method.name=jade", "sampling.temperature=0.5"]) != base
+
+
+def test_a_run_recorded_with_train_settings_resumes_after_they_change(tmp_path):
+    new = _identity(["method.name=jade"])
+    old = {**new, "config": {**new["config"], "train": {"lr": 1e-5}, "sft": {"epochs": 2}}}
+    open_run_dir(tmp_path, old)  # a run directory written before train/sft left the identity
+    again = open_run_dir(tmp_path, new)
+    assert len(again.manifest["resumes"]) == 1 and again.manifest["identity"] == new
