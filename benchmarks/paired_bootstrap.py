@@ -19,6 +19,15 @@ def f1s(run: Path) -> dict[str, float]:
     return {t.id: float(t.metrics.get("f1", 0.0)) for t in read_jsonl(run / "traces.jsonl", Trace)}
 
 
+def paired_interval(diffs: list[float], samples: int = 10000,
+                    seed: int = 0) -> tuple[float, float, float]:
+    """Mean of the paired differences and its 95% percentile-bootstrap interval."""
+    rng = random.Random(seed)
+    means = sorted(sum(rng.choice(diffs) for _ in diffs) / len(diffs) for _ in range(samples))
+    return (sum(diffs) / len(diffs), means[int(0.025 * samples)],
+            means[int(0.975 * samples) - 1])
+
+
 def main() -> None:
     ap = argparse.ArgumentParser()
     ap.add_argument("a", type=Path)
@@ -30,11 +39,7 @@ def main() -> None:
     if len(ids) != len(a) or len(ids) != len(b):
         raise SystemExit(f"the runs share {len(ids)} questions of {len(a)} and {len(b)}")
     diffs = [a[i] - b[i] for i in ids]
-    rng = random.Random(0)
-    means = sorted(sum(rng.choice(diffs) for _ in diffs) / len(diffs)
-                   for _ in range(args.samples))
-    lo, hi = means[int(0.025 * args.samples)], means[int(0.975 * args.samples) - 1]
-    mean = sum(diffs) / len(diffs)
+    mean, lo, hi = paired_interval(diffs, args.samples)
     print(f"{args.a.name}: F1 {sum(a.values()) / len(a):.4f}   {args.b.name}: F1 "
           f"{sum(b.values()) / len(b):.4f}   n={len(ids)}")
     print(f"difference {mean:+.4f}, 95% interval [{lo:+.4f}, {hi:+.4f}]; higher on "
