@@ -64,16 +64,16 @@ def table(runs: list[Path], baseline: Path | None, samples: int) -> str:
             raise SystemExit(f"{name} holds other questions ({len(s)} vs {len(first)})")
     groups = {name: by_dataset(ts) for name, ts in loaded.items()}
     datasets = sorted(k for k in next(iter(groups.values())) if k != ALL) + [ALL]
-    out = ["| run | dataset | n | EM | F1 | acc | retrievals/q | LLM calls/q | tokens/q | "
-           "workflows |", "|---|---|---:|---:|---:|---:|---:|---:|---:|---|"]
+    out = [("| run | dataset | n | EM | F1 | acc | retrievals/q | LLM calls/q | tokens/q | "
+           "workflows |"), "|---|---|---:|---:|---:|---:|---:|---:|---:|---|"]
     for ds in datasets:
         out += [row(name, ds, g[ds]) for name, g in groups.items()]
     if baseline is not None:
         base = load(baseline)
         if set(base) != first:
             raise SystemExit(f"the baseline {baseline} holds other questions")
-        out += ["", f"Paired bootstrap of the F1 difference against `{baseline.name}` "
-                f"(95% percentile interval over questions, {samples} resamples, seed 0):", "",
+        out += ["", (f"Paired bootstrap of the F1 difference against `{baseline.name}` "
+                f"(95% percentile interval over questions, {samples} resamples, seed 0):"), "",
                 "| run | dataset | n | F1 difference | 95% interval | higher / lower / tied |",
                 "|---|---|---:|---:|---|---|"]
         for name, ts in loaded.items():
