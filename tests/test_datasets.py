@@ -118,6 +118,9 @@ def test_flashrag_metadata_and_numeric_answers(tmp_path):
       ], r"bad\.jsonl:2: invalid JSON"),
     (['{"id": "a", "question": "q", "golden_answers": ["x"]}', '{"id": "b", "golden_answers": ["x"]}'],
      r"bad\.jsonl:2: no 'question' text"),
+    # blank as every surface counts it (marag.types.is_blank), U+FEFF and U+0085 included
+    (['{"id": "a", "question": "\\ufeff\\u0085 ", "golden_answers": ["x"]}'],
+     r"bad\.jsonl:1: no 'question' text"),
     (['', '{"id": "a", "question": "q"}'], r"bad\.jsonl:2: no golden answers"),
     (['{"id": "a", "question": "q", "golden_answers": []}'], r"bad\.jsonl:1: empty golden answers"),
     (['{"id": "a", "question": "q", "answer": "  "}'], r"bad\.jsonl:1: empty golden answers"),

@@ -18,7 +18,7 @@ from marag.config import Config, ConfigError, load_config
 from marag.llm.base import LLM
 from marag.llm.dtype import Purpose
 from marag.retrieval.base import Retriever
-from marag.types import Question, Trace
+from marag.types import EMPTY_QUESTION, Question, Trace, is_blank
 from marag.workflows import METHODS, RETRIEVES, Context, run_method
 
 ConfigLike = Config | str | os.PathLike[str] | None
@@ -57,24 +57,6 @@ def build_context(config: Config, *, llms: dict[str, LLM] | None = None,
 
         retriever = open_retriever(config.retrieval)
     return Context(llms=llms, config=config, retriever=retriever, logprobs=logprobs)
-
-
-# what every surface says to a blank question: the CLI, ask(), POST /api/ask and its stream
-EMPTY_QUESTION = "the question is empty; give the question to answer"
-# A question needs one character that is not blank. Blank is Python's whitespace
-# (str.isspace) and the byte-order mark, which JavaScript's \s counts; the class is spelt out
-# because JSON Schema's regex dialect (ECMA) and Python's disagree on \s (U+0085, U+001C-1F,
-# U+FEFF), and POST /api/ask documents this pattern.
-QUESTION_PATTERN = (r"[^\t\n\u000b\f\r\u001c-\u001f \u0085\u00a0\u1680\u2000-\u200a"
-                    r"\u2028\u2029\u202f\u205f\u3000\ufeff]")
-
-
-def is_blank(question: object) -> bool:
-    """True when ``question`` is not text or has no character outside QUESTION_PATTERN's
-    blanks: what every surface refuses with EMPTY_QUESTION."""
-    import re
-
-    return not isinstance(question, str) or re.search(QUESTION_PATTERN, question) is None
 
 
 async def ask_async(question: str, *, method: str | None = None, config: ConfigLike = None,

@@ -29,7 +29,7 @@ from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
-from marag.types import Question, json_lines, open_text
+from marag.types import Question, is_blank, json_lines, open_text
 
 log = logging.getLogger(__name__)
 
@@ -92,7 +92,7 @@ def to_question(obj: Any, where: str, fallback_id: str, dataset: str) -> Questio
     if not isinstance(obj, dict):
         raise DatasetError(f"{where}: expected a JSON object, got {type(obj).__name__}")
     question = obj.get("question")
-    if not isinstance(question, str) or not question.strip():
+    if is_blank(question):
         raise DatasetError(f"{where}: no 'question' text")
     qid: Any = next((obj[f] for f in _ID_FIELDS if obj.get(f) not in (None, "")), fallback_id)
     if isinstance(qid, (dict, list, bool)):

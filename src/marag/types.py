@@ -13,12 +13,31 @@ import gzip
 import io
 import json
 import os
+import re
 from collections.abc import Iterable, Iterator
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import IO, Any, TypeVar
 
 T = TypeVar("T")
+
+
+# What every surface says to a blank question: the CLI, ask(), POST /api/ask and its stream,
+# the dataset loader and the workflow engine.
+EMPTY_QUESTION = "the question is empty; give the question to answer"
+# A question needs one character that is not blank. Blank is Python's whitespace
+# (str.isspace) and the byte-order mark, which JavaScript's \s counts; the class is spelt out
+# because JSON Schema's regex dialect (ECMA) and Python's disagree on \s (U+0085, U+001C-1F,
+# U+FEFF), and POST /api/ask documents this pattern.
+QUESTION_PATTERN = (r"[^\t\n\u000b\f\r\u001c-\u001f \u0085\u00a0\u1680\u2000-\u200a"
+                    r"\u2028\u2029\u202f\u205f\u3000\ufeff]")
+_NOT_BLANK = re.compile(QUESTION_PATTERN)
+
+
+def is_blank(question: object) -> bool:
+    """True when ``question`` is not text or has no character outside QUESTION_PATTERN's
+    blanks: what every surface refuses with EMPTY_QUESTION."""
+    return not isinstance(question, str) or _NOT_BLANK.search(question) is None
 
 
 @dataclass(slots=True)

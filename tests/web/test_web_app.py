@@ -359,7 +359,7 @@ def test_run_names_and_plot_names_cannot_leave_the_runs_dir(runs_dir, tmp_path):
 def test_a_blank_question_is_422_with_the_cli_message_on_ask_and_stream(index_dir):
     import re
 
-    from marag.api import EMPTY_QUESTION
+    from marag.types import EMPTY_QUESTION
 
     # U+0085 and U+001C are blank to Python but not to JSON Schema's \s; U+FEFF the other way
     # round (Schemathesis found "\u0085" refused although the documented pattern was \S)

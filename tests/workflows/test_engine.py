@@ -10,15 +10,14 @@ from marag.eval import evaluate
 from marag.llm.scripted import ScriptedLLM
 from marag.metrics import score
 from marag.roles import get_role
-from marag.types import Passage, Question
+from marag.types import EMPTY_QUESTION, Passage, Question
 from marag.workflows import METHODS, Run, run_method
-from marag.workflows.engine import EMPTY_QUESTION
 
 
 @pytest.mark.parametrize("method", sorted(METHODS))
 async def test_a_blank_question_is_a_failed_trace_without_calls(method, hotpot_retriever, ctx_for):
     llm = ScriptedLLM({"AG": "<answer>made up</answer>"})
-    t = await run_method(method, Question("e1", "  \n ", ["x"], "hotpotqa"),
+    t = await run_method(method, Question("e1", "  \n \ufeff\u0085", ["x"], "hotpotqa"),
                          ctx_for(llm, hotpot_retriever))
     assert (t.status, t.error, t.answer, t.steps) == ("failed", EMPTY_QUESTION, None, [])
     assert (t.id, t.golden_answers, t.dataset, t.method) == ("e1", ["x"], "hotpotqa", method)

@@ -40,7 +40,8 @@ def run(args: argparse.Namespace) -> int:
     import asyncio
     import json
 
-    from marag.api import EMPTY_QUESTION, ask_async, is_blank
+    from marag.api import ask_async
+    from marag.types import EMPTY_QUESTION, is_blank
     from marag.view.text import render_trace
 
     if is_blank(args.question):

@@ -22,12 +22,12 @@ from fastapi.responses import FileResponse, JSONResponse, StreamingResponse
 from fastapi.staticfiles import StaticFiles
 from pydantic import BaseModel, ConfigDict, Field
 
-from marag.api import EMPTY_QUESTION, QUESTION_PATTERN, ask_async, is_blank, resolve_config
+from marag.api import ask_async, resolve_config
 from marag.config import ConfigError
 from marag.eval.rundir import RunDirError
 from marag.http.docs import errors, event_stream
-from marag.types import Trace
 from marag.http.limits import BodyLimit
+from marag.types import EMPTY_QUESTION, QUESTION_PATTERN, Trace, is_blank
 from marag.web.live import LiveQuestion, sse, trace_payload
 from marag.web.runs import FILTERS, RunNotFound, RunStore
 from marag.web.settings import OVERRIDABLE, ServeSettings, override_pattern

@@ -29,13 +29,12 @@ from marag.llm.pricing import charge, find_price
 from marag.metrics import score_trace
 from marag.retrieval.base import RetrievalError, Retriever
 from marag.roles.base import Parsed, Role
-from marag.types import Hits, Node, Question, Step, Trace
+from marag.types import EMPTY_QUESTION, Hits, Node, Question, Step, Trace, is_blank
 from marag.workflows.turns import paper_turns
 
 log = logging.getLogger(__name__)
 
 Body = Callable[["Run"], Awaitable[None]]
-EMPTY_QUESTION = "empty question: nothing to answer"
 Method = Callable[..., Awaitable[Trace]]  # (question, ctx, sample=0) -> Trace
 
 
@@ -391,7 +390,7 @@ async def execute(name: str, body: Body, question: Question, ctx: Context,
     run = Run(ctx, question, name, sample)
     trace = run.trace
     try:
-        if not question.question.strip():
+        if is_blank(question.question):
             # Recorded like any other per-question failure, so a batch keeps every item.
             trace.status, trace.error = "failed", EMPTY_QUESTION
             log.warning("question %s failed: %s", trace.id, trace.error)
