@@ -1,7 +1,9 @@
 """What makes two evaluation runs the same run: the config sections an evaluation reads."""
 
+import pytest
+
 from marag.config import load_config
-from marag.eval import open_run_dir
+from marag.eval import RunDirError, open_run_dir
 from marag.eval.identity import config_identity
 
 
@@ -23,3 +25,12 @@ def test_a_run_recorded_with_train_settings_resumes_after_they_change(tmp_path):
     open_run_dir(tmp_path, old)  # a run directory written before train/sft left the identity
     again = open_run_dir(tmp_path, new)
     assert len(again.manifest["resumes"]) == 1 and again.manifest["identity"] == new
+
+
+def test_a_different_run_names_only_what_an_evaluation_reads(tmp_path):
+    new = _identity(["method.name=jade"])
+    old = {**new, "limit": 5, "config": {**new["config"], "train": {"lr": 1e-5}}}
+    open_run_dir(tmp_path, old)
+    with pytest.raises(RunDirError) as e:
+        open_run_dir(tmp_path, new)
+    assert "limit: 5 -> None" in str(e.value) and "train" not in str(e.value)

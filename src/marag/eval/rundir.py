@@ -161,8 +161,9 @@ def open_run_dir(path: str | os.PathLike[str], identity: dict[str, Any],
     elif traces_path.exists() and traces_path.stat().st_size and not force:
         raise RunDirError(f"{root} holds traces but no {MANIFEST}; use --force or a new directory")
 
-    if old is not None and comparable_identity(old.get("identity") or {}) != identity:
-        changes = describe_change(old.get("identity") or {}, identity)
+    old_identity = comparable_identity(old.get("identity") or {}) if old is not None else None
+    if old is not None and old_identity != identity:
+        changes = describe_change(old_identity or {}, identity)
         if not force:
             raise RunDirError(
                 f"{root} holds a different run ({'; '.join(changes[:6])}); "
