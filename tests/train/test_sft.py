@@ -14,7 +14,7 @@ from marag.llm.tiny import build_tiny_model
 from marag.retrieval.base import Retriever
 from marag.roles import role_for
 from marag.train import sft
-from marag.types import Hits, Passage, Question, Step, Trace
+from marag.types import Hits, Node, Passage, Question, Step, Trace
 
 
 def _trace(f1, valid=True, status="ok"):
@@ -126,8 +126,11 @@ def test_sft_refuses_a_misspelt_role(capsys):
 
 
 def _run_trace(qid, f1, plan_steps, status="ok"):
-    return Trace(id=qid, question=f"question {qid}?", method="x", steps=plan_steps,
-                 status=status, metrics={"f1": f1})
+    plan = [s.role for s in plan_steps]
+    return Trace(id=qid, question=f"question {qid}?",
+                 method="vanilla" if "R" in plan else "llm-only", steps=plan_steps,
+                 nodes=[Node(0, f"question {qid}?", workflow=plan)], status=status,
+                 metrics={"f1": f1})
 
 
 def _ag(answer):
@@ -143,7 +146,8 @@ def test_plan_labels_pick_each_questions_best_plan():
     docs = [_run_trace("a", 1.0, [Step(role="R", raw="question a?"), _ag("Paris")]),
             _run_trace("b", 0.8, [Step(role="R", raw="question b?"), _ag("Lyon")]),
             _run_trace("c", 0.2, [Step(role="R", raw="question c?"), _ag("Milan")]),
-            _run_trace("d", 0.0, [Step(role="R", raw="question d?"), _ag("z")], "failed")]
+            # a failed trace never labels, whatever its F1 says
+            _run_trace("d", 1.0, [Step(role="R", raw="question d?"), _ag("z")], "failed")]
     got = sft.examples_best_plan([("AG", no_docs), ("R, AG", docs)], planner, [], 0.5)
     plans = [(e.messages[-2]["content"], e.target) for e in got if e.role == "planner"]
     # a: a tie goes to the plan listed first (the cheaper); b: retrieval won; c: the
@@ -160,6 +164,29 @@ def test_plan_labels_pick_each_questions_best_plan():
     assert {e.role for e in only_planner} == {"planner"} and len(only_planner) == 3
     with pytest.raises(ValueError, match="not a plan"):
         sft.examples_best_plan([("AG, R", docs)], planner, [], 0.5)
+    # the root's decomposition switch is the engine's (0 < method.max_depth)
+    flat = sft.examples_best_plan([("AG", no_docs)], planner, ["planner"], 0.5,
+                                  allow_decompose=False)[0]
+    assert flat.messages == [*planner.build("question a?", allow_decompose=False),
+                             {"role": "assistant", "content": "<workflow>"}]
+    assert flat.messages != got[0].messages
+
+
+def test_plan_labels_refuse_traces_of_another_plan_or_prompt():
+    planner = role_for("planner", "default", "jade")
+    docs = [_run_trace("a", 1.0, [Step(role="R", raw="question a?"), _ag("Paris")])]
+    # traces of a run that retrieved, offered as the no-retrieval plan
+    with pytest.raises(ValueError, match=r"plan 'AG': question a \(vanilla\) ran R, AG"):
+        sft.examples_best_plan([("AG", docs)], planner, [], 0.5)
+
+    def paper(role, method):  # as the CLI compares them under method.prompts: paper
+        return role_for(role, "paper", "jade") == role_for(role, "paper", method)
+
+    with pytest.raises(ValueError, match="vanilla prompts AG differently"):
+        sft.examples_best_plan([("R, AG", docs)], planner, [], 0.5, same_prompt=paper)
+    # the planner's labels alone do not need the executors' prompts
+    assert len(sft.examples_best_plan([("R, AG", docs)], planner, ["planner"], 0.5,
+                                      same_prompt=paper)) == 1
 
 
 def test_plan_labels_cli_refuses_bad_input(tmp_path, capsys):
@@ -168,6 +195,16 @@ def test_plan_labels_cli_refuses_bad_input(tmp_path, capsys):
     assert main(["sft", "--method", "vanilla", "--plans", f"AG={tmp_path}/t.jsonl",
                  "--out", str(tmp_path)]) == 2
     assert "labels a planner" in capsys.readouterr().err
+    # missing and broken trace files are errors that name the file, not tracebacks
+    assert main(["sft", "--method", "jade", "--plans", f"AG={tmp_path}/missing.jsonl",
+                 "--out", str(tmp_path)]) == 2
+    assert "--plans AG:" in capsys.readouterr().err
+    (tmp_path / "bad.jsonl").write_text('{"id": "a", \n')
+    assert main(["sft", "--method", "jade", "--plans", f"AG={tmp_path}/bad.jsonl",
+                 "--out", str(tmp_path)]) == 2
+    assert "bad.jsonl:1: invalid JSON" in capsys.readouterr().err
+    assert main(["sft", "--traces", str(tmp_path / "bad.jsonl"), "--out", str(tmp_path)]) == 2
+    assert "--traces:" in capsys.readouterr().err
 
 
 def test_sft_update_does_not_depend_on_the_micro_batch_split(tmp_path):
@@ -188,3 +225,19 @@ def test_sft_update_does_not_depend_on_the_micro_batch_split(tmp_path):
     assert got[0].keys() == got[1].keys() and got[0]
     for k in got[0]:
         torch.testing.assert_close(got[0][k], got[1][k], rtol=1e-4, atol=1e-6)
+
+
+def test_the_adapter_folder_records_its_config_and_command(tmp_path):
+    import json
+
+    import yaml
+
+    from marag.commands.sft import record
+
+    config = load_config(None, ["method.name=jade", "sft.epochs=2"])
+    examples = [sft.Example("planner", [], "R, AG</workflow>"), sft.Example("AG", [], "x")] * 2
+    record(tmp_path / "out", config, examples)
+    saved = yaml.safe_load((tmp_path / "out" / "config.yaml").read_text())
+    assert saved["sft"]["epochs"] == 2 and saved["method"]["name"] == "jade"
+    run = json.loads((tmp_path / "out" / "run.json").read_text())
+    assert run["examples"] == {"AG": 2, "planner": 2} and run["command"]

@@ -51,9 +51,17 @@ def run(args: argparse.Namespace) -> int:
 
     config = load_run_config(args, run_overrides(args) + list(args.overrides))
     cfg = config.sft
-    banned = set(Path(args.exclude_ids).read_text().split()) if args.exclude_ids else set()
+    try:
+        banned = set(Path(args.exclude_ids).read_text().split()) if args.exclude_ids else set()
+    except OSError as e:
+        print(f"marag sft: --exclude-ids: {e}", file=sys.stderr)
+        return 2
     if args.traces:
-        traces = [t for f in args.traces for t in read_jsonl(f, Trace) if t.id not in banned]
+        try:
+            traces = [t for f in args.traces for t in read_jsonl(f, Trace) if t.id not in banned]
+        except (OSError, ValueError) as e:
+            print(f"marag sft: --traces: {e}", file=sys.stderr)
+            return 2
         examples = sft.examples_from_traces(traces, cfg.roles, cfg.min_f1)
         ctx = build_context(config, with_retriever=False, purpose="training")
     elif args.plans:
@@ -69,12 +77,24 @@ def run(args: argparse.Namespace) -> int:
             if not sep or not plan.strip() or not path:
                 print(f"marag sft: --plans wants PLAN=FILE, got {item!r}", file=sys.stderr)
                 return 2
-            runs.append((plan.strip(), [t for t in read_jsonl(path, Trace)
-                                        if t.id not in banned]))
+            try:
+                traces = [t for t in read_jsonl(path, Trace) if t.id not in banned]
+            except (OSError, ValueError) as e:
+                print(f"marag sft: --plans {plan.strip()}: {e}", file=sys.stderr)
+                return 2
+            runs.append((plan.strip(), traces))
         m = config.method
+
+        def same_prompt(role: str, method: str) -> bool:
+            variants = sft.role_variants(config, role)
+            return role_for(role, m.prompts, m.name, variants) == role_for(
+                role, m.prompts, method, variants)
+
         planner = role_for("planner", m.prompts, m.name, sft.role_variants(config, "planner"))
         try:
-            examples = sft.examples_best_plan(runs, planner, cfg.roles, cfg.min_f1)
+            examples = sft.examples_best_plan(runs, planner, cfg.roles, cfg.min_f1,
+                                              allow_decompose=m.max_depth > 0,
+                                              same_prompt=same_prompt)
         except ValueError as e:
             print(f"marag sft: {e}", file=sys.stderr)
             return 2
@@ -101,6 +121,7 @@ def run(args: argparse.Namespace) -> int:
     if not hasattr(backend, "module"):
         print("marag sft: the roles must run on the local hf backend", file=sys.stderr)
         return 2
+    record(Path(args.out), config, examples)
     try:
         rows = sft.train_sft(backend, examples, cfg, Path(args.out),
                              progress=not args.no_progress)
@@ -110,3 +131,20 @@ def run(args: argparse.Namespace) -> int:
     print(f"{len(rows)} steps, last loss {rows[-1]['loss']:.4f}; adapter in "
           f"{Path(args.out) / 'policy'}")
     return 0
+
+
+def record(out: Path, config: Any, examples: list[Any]) -> None:
+    """What made this adapter: the config as resolved (config.yaml) and the command line,
+    versions and example counts per role (run.json), written before training starts."""
+    import json
+
+    import yaml
+
+    from marag.eval.identity import run_info
+
+    out.mkdir(parents=True, exist_ok=True)
+    (out / "config.yaml").write_text(
+        yaml.safe_dump(config.model_dump(mode="json"), sort_keys=False), encoding="utf-8")
+    counts = {r: sum(e.role == r for e in examples) for r in sorted({e.role for e in examples})}
+    (out / "run.json").write_text(json.dumps(run_info(examples=counts), indent=1) + "\n",
+                                  encoding="utf-8")

@@ -29,7 +29,7 @@ from __future__ import annotations
 
 import logging
 import random
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -66,39 +66,66 @@ def examples_from_traces(traces: Sequence[Trace], roles: Sequence[str], min_f1: 
 
 
 def examples_best_plan(runs: Sequence[tuple[str, Sequence[Trace]]], planner: Role,
-                       roles: Sequence[str], min_f1: float) -> list[Example]:
+                       roles: Sequence[str], min_f1: float, *, allow_decompose: bool = True,
+                       same_prompt: Callable[[str, str], bool] | None = None) -> list[Example]:
     """Plan labels (a planner's warm start, MAO-ARAG S5.4's SFT-then-PPO for a 0.5B planner
     without the trained 7B teacher): ``runs`` pairs a plan (``"R, AG"``) with the traces of a
     run that executed exactly that plan on the same questions (``vanilla`` runs ``R, AG``,
-    ``llm-only`` runs ``AG``). For each question the plan whose trace scored the highest F1
-    is the planner's label (ties go to the plan listed first: list the cheaper first), and
-    the valid steps of that trace are the executors' examples. A question that no plan
-    answers with F1 >= ``min_f1`` gives no example: nothing says which plan would have been
-    right. ``roles`` limits the examples to those roles (empty: every role)."""
+    ``llm-only`` runs ``AG``; a trace whose root ran another plan is an error). For each
+    question the plan whose trace scored the highest F1 is the planner's label (a tie goes to
+    the plan listed first), and the valid steps of that trace are the executors' examples. A
+    question that no plan answers with F1 >= ``min_f1`` gives no example: nothing says which
+    plan would have been right. ``roles`` limits the examples to those roles (empty: every
+    role). ``allow_decompose`` is what the planner is told at the root (the engine's
+    ``0 < method.max_depth``). ``same_prompt(role, trace_method)``, when given, says whether
+    the trace's method prompts ``role`` as the planner's method does; an executor example
+    whose prompt would differ is an error (the example would teach a prompt the team never
+    sends)."""
     from marag.roles.planner import check, read_codes
 
     keep = set(roles)
     best: dict[str, tuple[float, int, str, Trace]] = {}
+    seen: list[set[str]] = []
     for order, (plan, traces) in enumerate(runs):
-        problem = check(read_codes(plan), True, False) if read_codes(plan) else "no plan codes"
+        codes = read_codes(plan)
+        problem = check(codes, True, False) if codes else "no plan codes"
         if problem:
             raise ValueError(f"plan {plan!r} is not a plan the planner can write: {problem}")
+        seen.append({t.id for t in traces})
         for t in traces:
             if t.status == "failed":
                 continue
+            ran = t.nodes[0].workflow if t.nodes else None
+            if ran != codes:
+                raise ValueError(
+                    f"plan {plan!r}: question {t.id} ({t.method}) ran "
+                    f"{', '.join(ran) if ran else 'no recorded plan'}; give each plan the "
+                    "traces of a run that executed exactly it")
             f1 = float(t.metrics.get("f1", 0.0))
             now = best.get(t.id)
             if now is None or f1 > now[0]:
                 best[t.id] = (f1, order, plan, t)
+    if seen and set.union(*seen) != set.intersection(*seen):
+        log.warning("the plan runs hold different questions: %d of %d are in every run; the "
+                    "others are labelled from the runs that have them",
+                    len(set.intersection(*seen)), len(set.union(*seen)))
     out = []
     for f1, _, plan, t in best.values():
         if f1 < min_f1:
             continue
         if not keep or planner.name in keep:
             label = "<workflow>" + ", ".join(read_codes(plan)) + "</workflow>"
-            out.append(role_example(planner, label, question=t.question, allow_decompose=True))
-        out += [Example(s.role, s.messages, s.raw) for s in t.steps
-                if s.is_llm and s.valid and (not keep or s.role in keep) and s.raw.strip()]
+            out.append(role_example(planner, label, question=t.question,
+                                    allow_decompose=allow_decompose))
+        for s in t.steps:
+            if not (s.is_llm and s.valid and (not keep or s.role in keep) and s.raw.strip()):
+                continue
+            if same_prompt is not None and not same_prompt(s.role, t.method):
+                raise ValueError(
+                    f"{t.method} prompts {s.role} differently from the planner's method under "
+                    f"this config (method.prompts), so its steps are not examples of the "
+                    f"team's {s.role}; keep them out with sft.roles (e.g. [planner])")
+            out.append(Example(s.role, s.messages, s.raw))
     return out
 
 
