@@ -15,8 +15,16 @@ from pathlib import Path
 from marag.types import Trace, read_jsonl
 
 
+def traces_file(run: Path) -> Path:
+    """A run directory's traces: ``traces.jsonl``, or ``traces.jsonl.gz`` as committed."""
+    for name in ("traces.jsonl", "traces.jsonl.gz"):
+        if (run / name).is_file():
+            return run / name
+    raise SystemExit(f"{run}: no traces.jsonl or traces.jsonl.gz")
+
+
 def f1s(run: Path) -> dict[str, float]:
-    return {t.id: float(t.metrics.get("f1", 0.0)) for t in read_jsonl(run / "traces.jsonl", Trace)}
+    return {t.id: float(t.metrics.get("f1", 0.0)) for t in read_jsonl(traces_file(run), Trace)}
 
 
 def paired_interval(diffs: list[float], samples: int = 10000,

@@ -14,7 +14,7 @@ import argparse
 from collections import Counter, defaultdict
 from pathlib import Path
 
-from paired_bootstrap import paired_interval
+from paired_bootstrap import paired_interval, traces_file
 
 from marag.types import Trace, read_jsonl
 
@@ -22,7 +22,11 @@ ALL = "all"
 
 
 def load(run: Path) -> dict[str, Trace]:
-    return {t.id: t for t in read_jsonl(run / "traces.jsonl", Trace)}
+    """A run's traces by question id; the first of a repeated id, as ``marag eval`` keeps."""
+    out: dict[str, Trace] = {}
+    for t in read_jsonl(traces_file(run), Trace):
+        out.setdefault(t.id, t)
+    return out
 
 
 def by_dataset(traces: dict[str, Trace]) -> dict[str, list[Trace]]:
@@ -31,6 +35,18 @@ def by_dataset(traces: dict[str, Trace]) -> dict[str, list[Trace]]:
         groups[t.dataset or "?"].append(t)
         groups[ALL].append(t)
     return groups
+
+
+def check_same(a_name: str, a: dict[str, Trace], b_name: str, b: dict[str, Trace]) -> None:
+    """The runs hold the same questions, each labelled with the same dataset."""
+    only = sorted(set(a) ^ set(b))
+    if only:
+        raise SystemExit(f"{a_name} and {b_name} hold different questions ({len(only)} in one "
+                         f"only, e.g. {only[0]})")
+    other = [q for q in a if a[q].dataset != b[q].dataset]
+    if other:
+        raise SystemExit(f"{a_name} and {b_name} label question {other[0]} with different "
+                         f"datasets ({a[other[0]].dataset!r} vs {b[other[0]].dataset!r})")
 
 
 def workflow(t: Trace) -> str:
@@ -56,28 +72,29 @@ def row(name: str, dataset: str, ts: list[Trace]) -> str:
 
 
 def table(runs: list[Path], baseline: Path | None, samples: int) -> str:
+    names = [run.name for run in runs]
+    if len(set(names)) != len(names):
+        raise SystemExit(f"two runs share a directory name ({', '.join(names)}); the table "
+                         "names each run by it")
     loaded = {run.name: load(run) for run in runs}
-    ids = {name: set(ts) for name, ts in loaded.items()}
-    first = next(iter(ids.values()))
-    for name, s in ids.items():
-        if s != first:
-            raise SystemExit(f"{name} holds other questions ({len(s)} vs {len(first)})")
+    (first_name, first), *rest = loaded.items()
+    for name, ts in rest:
+        check_same(first_name, first, name, ts)
     groups = {name: by_dataset(ts) for name, ts in loaded.items()}
-    datasets = sorted(k for k in next(iter(groups.values())) if k != ALL) + [ALL]
+    datasets = sorted(k for k in groups[first_name] if k != ALL) + [ALL]
     out = [("| run | dataset | n | EM | F1 | acc | retrievals/q | LLM calls/q | tokens/q | "
            "workflows |"), "|---|---|---:|---:|---:|---:|---:|---:|---:|---|"]
     for ds in datasets:
         out += [row(name, ds, g[ds]) for name, g in groups.items()]
     if baseline is not None:
         base = load(baseline)
-        if set(base) != first:
-            raise SystemExit(f"the baseline {baseline} holds other questions")
+        check_same(first_name, first, f"the baseline {baseline}", base)
         out += ["", (f"Paired bootstrap of the F1 difference against `{baseline.name}` "
                 f"(95% percentile interval over questions, {samples} resamples, seed 0):"), "",
                 "| run | dataset | n | F1 difference | 95% interval | higher / lower / tied |",
                 "|---|---|---:|---:|---|---|"]
         for name, ts in loaded.items():
-            if name == baseline.name:
+            if name == baseline.name and ts == base:
                 continue
             for ds in datasets:
                 qs = [t.id for t in groups[name][ds]]
