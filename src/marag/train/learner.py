@@ -36,6 +36,11 @@ log = logging.getLogger(__name__)
 CPU_BF16_PAD = 32
 
 
+def pad_multiple(dtype: torch.dtype, device: torch.device) -> int:
+    """The column multiple a training batch is padded to: CPU_BF16_PAD under CPU bf16."""
+    return CPU_BF16_PAD if dtype == torch.bfloat16 and device.type == "cpu" else 1
+
+
 class LearnerError(TrainError):
     """Training cannot go on (e.g. too many updates in a row had non-finite gradients)."""
 
@@ -83,8 +88,7 @@ class Learner:
         self.scorer = self.module if sharded else policy
         self.scheduler = torch.optim.lr_scheduler.LambdaLR(self.optimizer, self._lr_factor)
         self.dtype = compute_dtype(cfg.dtype, acc.device)
-        self.pad_multiple = (CPU_BF16_PAD if self.dtype == torch.bfloat16
-                             and acc.device.type == "cpu" else 1)
+        self.pad_multiple = pad_multiple(self.dtype, acc.device)
         self.skipped_in_a_row = 0
         self.kl_coef = cfg.kl_coef  # the trainer sets the controller's value before updates
 

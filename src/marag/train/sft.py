@@ -88,7 +88,7 @@ def examples_best_plan(runs: Sequence[tuple[str, Sequence[Trace]]], planner: Rol
     seen: list[set[str]] = []
     for order, (plan, traces) in enumerate(runs):
         codes = read_codes(plan)
-        problem = check(codes, True, False) if codes else "no plan codes"
+        problem = check(codes, True, False)
         if problem:
             raise ValueError(f"plan {plan!r} is not a plan the planner can write: {problem}")
         seen.append({t.id for t in traces})
@@ -209,7 +209,7 @@ def train_sft(backend: Any, examples: Sequence[Example], cfg: SFTConfig, out: st
     from tqdm import tqdm
 
     from marag.train.experience import batch
-    from marag.train.learner import CPU_BF16_PAD, compute_dtype
+    from marag.train.learner import compute_dtype, pad_multiple
     from marag.train.logbook import Logbook
     from marag.train.policy import PolicyValue, attach_lora, hidden_size, save_policy, token_stats
 
@@ -242,7 +242,7 @@ def train_sft(backend: Any, examples: Sequence[Example], cfg: SFTConfig, out: st
     steps = cfg.epochs * ((len(items) + cfg.batch_size - 1) // cfg.batch_size)
     bar = tqdm(total=steps, disable=not progress, desc="sft", unit="step")
     dtype = compute_dtype(cfg.dtype, model.device)
-    multiple = CPU_BF16_PAD if dtype == torch.bfloat16 and model.device.type == "cpu" else 1
+    multiple = pad_multiple(dtype, model.device)
     policy.train()
     for epoch in range(cfg.epochs):
         order = list(items)
