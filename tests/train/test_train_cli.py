@@ -88,3 +88,8 @@ def test_a_run_resumes_with_another_iteration_count_only():
     assert _only_longer(saved, load_config(None, ["train.iterations=12"]).model_dump(mode="json"))
     assert not _only_longer(saved, load_config(None, ["train.iterations=12", "train.lr=0.1"]
                                                ).model_dump(mode="json"))
+    # a run saved before a setting existed resumes while the setting stays at its default
+    older = {**saved, "train": {k: v for k, v in saved["train"].items() if k != "scale_rewards"}}
+    assert _only_longer(older, load_config(None, ["train.iterations=12"]).model_dump(mode="json"))
+    assert not _only_longer(older, load_config(None, ["train.scale_rewards=none"]
+                                               ).model_dump(mode="json"))

@@ -85,10 +85,24 @@ def run(args: argparse.Namespace) -> int:
 def _only_longer(saved: dict, now: dict) -> bool:
     """Whether the two configs differ in ``train.iterations`` alone: a run is extended (or
     stopped earlier) by resuming it with another iteration count, e.g. while its evaluation F1
-    still improves."""
+    still improves. A setting that a newer marag added, at its default, is no difference: the
+    saved config is read as today's marag reads it."""
     def without(cfg: dict) -> dict:
         train = {k: v for k, v in (cfg.get("train") or {}).items() if k != "iterations"}
         return {**cfg, "train": train}
 
-    return without(saved) == without(now)
+    return without(_as_today(saved)) == without(now)
+
+
+def _as_today(saved: dict) -> dict:
+    """A saved config with the settings added since it was written at their defaults (as it
+    is, when it no longer validates)."""
+    from pydantic import ValidationError
+
+    from marag.config import Config
+
+    try:
+        return Config.model_validate(saved).model_dump(mode="json")
+    except ValidationError:
+        return saved
 
