@@ -255,6 +255,12 @@ class TrainConfig(Section):
     minibatch_size: int = Field(8, ge=1)  # transitions per optimiser step (all processes)
     micro_batch_size: int = Field(4, ge=1)  # transitions per forward+backward pass
     score_micro_batch_size: int = Field(8, ge=1)  # transitions per no-grad scoring pass
+    # run each distinct prompt of a micro-batch once (its keys and values shared by the rows
+    # that have it: a question's samples share the planner's prompt, and the executors' when
+    # their inputs agree); mini-batches then hold whole groups of rows with one prompt. Same
+    # losses and gradients; fewer tokens through the model (train.micro_batch_size of about
+    # samples_per_question lets a group share one pass)
+    share_prompts: bool = False
     # old logprobs: recompute them with the policy (exact PPO ratios), or take the rollout's
     # own (skips the pass when nothing else needs it; exact only when the rollout decoded
     # with these weights in this dtype: see the logged logprob_gap)

@@ -188,3 +188,52 @@ def test_bf16_scoring_agrees_with_float32():
         diff = torch.cat([(getattr(x, key) - getattr(y, key)).abs() for x, y in zip(a, b)])
         assert float(diff.max()) < 0.25 and float(diff.mean()) < 0.04, key
         assert float(diff.max()) > 0  # bf16 really ran
+
+
+def test_sharing_prompts_scores_and_updates_as_the_plain_forward():
+    """``train.share_prompts``: the samples of a question share its prompt (here three
+    prompts among six steps, responses of different lengths, some under a restricted
+    vocabulary); scoring gives the same old logprobs and values, and one mini-batch of all
+    of them the same update."""
+    results = []
+    for share in ("false", "true"):
+        lr, _ = learner(f"train.share_prompts={share}", "train.minibatch_size=6",
+                        "train.micro_batch_size=3", "train.entropy_coef=0.01")
+        items = transitions()
+        prompts = [t.prompt_ids for t in items[:3]]
+        for i, t in enumerate(items):
+            t.prompt_ids = prompts[i % 3]
+        fill(lr, items)
+        scored = [(t.old_logprobs.clone(), t.values.clone()) for t in items]
+
+        def state(lr=lr):
+            return {n: p.detach().clone() for n, p in lr.policy.named_parameters()
+                    if p.requires_grad}
+
+        before = state()
+        assert lr.update(items, lambda epoch: 0)["optimizer_steps"] == 1
+        after = state()
+        assert any(not torch.equal(before[n], after[n]) for n in after)
+        results.append((scored, after))
+    (scored0, state0), (scored1, state1) = results
+    for (lp0, v0), (lp1, v1) in zip(scored0, scored1):
+        torch.testing.assert_close(lp1, lp0, atol=1e-5, rtol=1e-4)
+        torch.testing.assert_close(v1, v0, atol=1e-5, rtol=1e-4)
+    for name, p in state0.items():
+        torch.testing.assert_close(state1[name], p, atol=1e-6, rtol=1e-5, msg=name)
+
+
+def test_sharing_prompts_keeps_each_prompts_rows_in_one_mini_batch():
+    lr, _ = learner("train.share_prompts=true")
+    items = transitions(12)
+    prompts = [t.prompt_ids for t in items[:3]]
+    for i, t in enumerate(items):
+        t.prompt_ids = prompts[i % 3]  # three questions, four samples each, interleaved
+    order = lr._shuffled(items, torch.Generator().manual_seed(5))
+    assert sorted(map(id, order)) == sorted(map(id, items))  # a permutation
+    runs = [tuple(t.prompt_ids) for t in order]
+    blocks = [runs[i] for i in range(len(runs)) if i == 0 or runs[i] != runs[i - 1]]
+    assert len(blocks) == 3  # each prompt's rows contiguous: mini-batches of 4 hold one each
+    plain, _ = learner()
+    shuffled = plain._shuffled(items, torch.Generator().manual_seed(5))
+    assert sorted(map(id, shuffled)) == sorted(map(id, items))

@@ -267,3 +267,16 @@ def test_full_fine_tuning_reference_has_no_value_head(tmp_path):
     assert not any("value_head" in n for n, _ in ref.named_parameters())
     device = next(tr.policy.parameters()).device
     assert all(p.device == device for p in ref.parameters())
+
+
+def test_jade_iteration_with_shared_prompts(tmp_path):
+    """``train.share_prompts``: a whole jade iteration (the planner's prompt shared by the
+    samples of a question) trains with finite statistics and moves the adapter."""
+    tr = make(tmp_path, "train.iterations=1", "train.share_prompts=true",
+              "train.micro_batch_size=2", method="jade")
+    before = _snapshot(tr.policy)
+    row = tr.run()[0]
+    assert row["optimizer_steps"] >= 1 and row["skipped_steps"] == 0
+    assert all(v == v for k, v in row.items() if isinstance(v, float))  # no NaN
+    after = _snapshot(tr.policy)
+    assert any(not torch.equal(before[n], after[n]) for n in after if "lora" in n)

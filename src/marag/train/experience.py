@@ -102,20 +102,40 @@ def by_trace(transitions: Sequence[Transition]) -> list[list[Transition]]:
 
 
 @dataclass
+class SharedPrompts:
+    """A batch whose rows share prompts, laid out so each distinct prompt runs once: the
+    samples of one question share the planner's prompt, and the executor's too when their
+    inputs agree (the same retrieved documents). ``prompt_ids``/``prompt_mask`` [U, P]
+    left-padded distinct prompts; ``row_prompt`` [B] each row's prompt; ``response_ids``/
+    ``response_mask`` [B, R] each row's response without its last token (whose hidden state
+    predicts nothing), right-padded; ``response_len`` [B] the full response lengths."""
+
+    prompt_ids: torch.Tensor
+    prompt_mask: torch.Tensor
+    row_prompt: torch.Tensor
+    response_ids: torch.Tensor
+    response_mask: torch.Tensor
+    response_len: list[int]
+
+
+
+@dataclass
 class Batch:
-    input_ids: torch.Tensor  # [B, L] left-padded prompt + response
+    input_ids: torch.Tensor  # [B, L] left-padded prompt + response (empty with ``shared``)
     attention_mask: torch.Tensor  # [B, L]
     response_ids: torch.Tensor  # [B, T] right-aligned
     mask: torch.Tensor  # [B, T] float, 1 on response tokens
     temperature: torch.Tensor  # [B]
     keep: int  # T: positions whose logits are needed
+    shared: SharedPrompts | None = None  # the rows laid out by distinct prompt instead
 
 
 def batch(items: Sequence[Transition], pad_id: int, device: torch.device | str = "cpu",
-          multiple: int = 1) -> Batch:
+          multiple: int = 1, *, prompts: bool = True) -> Batch:
     """Left-pad ``items`` to the longest, rounded up to ``multiple`` columns (CPU bf16
-    kernels run faster on aligned widths; padding is masked out)."""
-    width = max(len(t.prompt_ids) + len(t.response_ids) for t in items)
+    kernels run faster on aligned widths; padding is masked out). ``prompts`` False leaves
+    the full sequences out (``input_ids`` [B, 0]): the responses only."""
+    width = max(len(t.prompt_ids) + len(t.response_ids) for t in items) if prompts else 0
     width = -(-width // multiple) * multiple
     keep = max(len(t.response_ids) for t in items)
     ids = torch.full((len(items), width), pad_id, dtype=torch.long)
@@ -123,15 +143,46 @@ def batch(items: Sequence[Transition], pad_id: int, device: torch.device | str =
     resp = torch.full((len(items), keep), pad_id, dtype=torch.long)
     mask = torch.zeros((len(items), keep))
     for i, t in enumerate(items):
-        seq = t.prompt_ids + t.response_ids
-        ids[i, width - len(seq):] = torch.tensor(seq)
-        attn[i, width - len(seq):] = 1
+        if prompts:
+            seq = t.prompt_ids + t.response_ids
+            ids[i, width - len(seq):] = torch.tensor(seq)
+            attn[i, width - len(seq):] = 1
         n = len(t.response_ids)
         resp[i, keep - n:] = torch.tensor(t.response_ids)
         mask[i, keep - n:] = 1.0
     temps = torch.tensor([t.temperature for t in items], dtype=torch.float32)
     return Batch(ids.to(device), attn.to(device), resp.to(device), mask.to(device),
                  temps.to(device), keep)
+
+
+def shared_batch(items: Sequence[Transition], pad_id: int, device: torch.device | str = "cpu",
+                 multiple: int = 1) -> Batch:
+    """``batch`` for the shared-prompt forward (``policy.shared_last_hidden``): each distinct
+    prompt once, left-padded to a ``multiple`` of columns, and the responses apart."""
+    index: dict[tuple[int, ...], int] = {}
+    row_prompt = [index.setdefault(tuple(t.prompt_ids), len(index)) for t in items]
+    prompts = list(index)
+    width = -(-max(len(p) for p in prompts) // multiple) * multiple
+    p_ids = torch.full((len(prompts), width), pad_id, dtype=torch.long)
+    p_mask = torch.zeros((len(prompts), width), dtype=torch.long)
+    for i, p in enumerate(prompts):
+        p_ids[i, width - len(p):] = torch.tensor(p)
+        p_mask[i, width - len(p):] = 1
+    rest = max(len(t.response_ids) for t in items) - 1  # the last token's state is not needed
+    r_ids = torch.full((len(items), rest), pad_id, dtype=torch.long)
+    r_mask = torch.zeros((len(items), rest), dtype=torch.long)
+    for i, t in enumerate(items):
+        n = len(t.response_ids) - 1
+        if n > 0:
+            r_ids[i, :n] = torch.tensor(t.response_ids[:n])
+            r_mask[i, :n] = 1
+    plain = batch(items, pad_id, device, multiple, prompts=False)
+    shared = SharedPrompts(p_ids.to(device), p_mask.to(device),
+                           torch.tensor(row_prompt, dtype=torch.long, device=device),
+                           r_ids.to(device), r_mask.to(device),
+                           [len(t.response_ids) for t in items])
+    return Batch(plain.input_ids, plain.attention_mask, plain.response_ids, plain.mask,
+                 plain.temperature, plain.keep, shared)
 
 
 def right_aligned(rows: Sequence[torch.Tensor], width: int) -> torch.Tensor:

@@ -27,7 +27,7 @@ import torch
 from marag.config import TrainConfig
 from marag.train import core
 from marag.train.errors import TrainError
-from marag.train.experience import Batch, Transition, batch, right_aligned
+from marag.train.experience import Batch, Transition, batch, right_aligned, shared_batch
 from marag.train.policy import PolicyValue, ReferenceLM, token_stats, trainable_parameters
 
 log = logging.getLogger(__name__)
@@ -113,7 +113,26 @@ class Learner:
         return torch.autocast(self.acc.device.type, dtype=self.dtype)
 
     def _batch(self, items: Sequence[Transition]) -> Batch:
-        return batch(items, self.pad_id, self.acc.device, multiple=self.pad_multiple)
+        make = shared_batch if self.cfg.share_prompts else batch
+        return make(items, self.pad_id, self.acc.device, multiple=self.pad_multiple)
+
+    def _sorted(self, items: Sequence[Transition]) -> list[Transition]:
+        """Micro-batch order: by length, or, sharing prompts, by prompt so rows with one
+        prompt sit together."""
+        if self.cfg.share_prompts:
+            return sorted(items, key=lambda t: (len(t.prompt_ids), t.prompt_ids))
+        return sorted(items, key=lambda t: t.length)
+
+    def _shuffled(self, transitions: list[Transition], g: torch.Generator) -> list[Transition]:
+        """The epoch's order: transitions shuffled, or, sharing prompts, groups of one prompt
+        shuffled (each group kept whole, so its rows can share one pass)."""
+        if not self.cfg.share_prompts:
+            return [transitions[i] for i in torch.randperm(len(transitions), generator=g)]
+        groups: dict[tuple[int, ...], list[Transition]] = {}
+        for t in transitions:
+            groups.setdefault(tuple(t.prompt_ids), []).append(t)
+        listed = list(groups.values())
+        return [t for i in torch.randperm(len(listed), generator=g) for t in listed[i]]
 
     # ------------------------------------------------------------------ scoring
 
@@ -132,8 +151,7 @@ class Learner:
         if not (need_policy or self.uses_kl):
             return
         self.module.eval()
-        micro = list(chunks(sorted(transitions, key=lambda t: t.length),
-                            self.cfg.score_micro_batch_size))
+        micro = list(chunks(self._sorted(transitions), self.cfg.score_micro_batch_size))
         rounds = max(self._all_counts(len(micro))) if self.sharded else len(micro)
         for j in range(rounds):
             items = micro[j] if j < len(micro) else [self.dummy()]
@@ -185,9 +203,9 @@ class Learner:
         self.module.train()
         for epoch in range(cfg.ppo_epochs):
             g = torch.Generator().manual_seed(order_seed(epoch))
-            order = [transitions[i] for i in torch.randperm(len(transitions), generator=g)]
+            order = self._shuffled(transitions, g)
             for m in range(n_mb):
-                items = sorted(order[m * mb_local:(m + 1) * mb_local], key=lambda t: t.length)
+                items = self._sorted(order[m * mb_local:(m + 1) * mb_local])
                 totals = (self._all_sum(loss_units(items, cfg.loss_agg)),
                           self._all_sum(value_positions(items)))
                 sizes = [max(0, min(mb_local, c - m * mb_local)) for c in counts]

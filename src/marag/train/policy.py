@@ -17,6 +17,7 @@ import torch
 from torch import nn
 
 from marag.config import LoraConfig
+from marag.train.experience import SharedPrompts
 
 log = logging.getLogger(__name__)
 
@@ -47,11 +48,14 @@ class PolicyValue(nn.Module):
         return b.get_base_model() if hasattr(b, "get_base_model") else b
 
     def forward(self, input_ids: torch.Tensor, attention_mask: torch.Tensor, keep: int,
-                with_values: bool = True) -> tuple[torch.Tensor, torch.Tensor | None]:
+                with_values: bool = True, shared: SharedPrompts | None = None
+                ) -> tuple[torch.Tensor, torch.Tensor | None]:
         """``input_ids``/``attention_mask`` [B, L], left-padded. Returns ``logits`` [B, keep, V]
         (float32) and ``values`` [B, keep] (None without ``with_values``) at positions
-        ``L-keep-1 .. L-2``: the predictions of the last ``keep`` tokens."""
-        hidden = last_hidden(self.causal_lm(), input_ids, attention_mask, keep)
+        ``L-keep-1 .. L-2``: the predictions of the last ``keep`` tokens. With ``shared`` the
+        rows come from it instead (each distinct prompt run once) and the inputs are unused."""
+        hidden = (last_hidden(self.causal_lm(), input_ids, attention_mask, keep)
+                  if shared is None else shared_last_hidden(self.causal_lm(), shared, keep))
         logits = lm_logits(self.causal_lm(), hidden)
         if not with_values:
             return logits, None
@@ -69,6 +73,36 @@ def last_hidden(lm: nn.Module, input_ids: torch.Tensor, attention_mask: torch.Te
     out = lm.get_decoder()(input_ids=input_ids, attention_mask=attention_mask,
                            position_ids=position_ids, use_cache=False)
     return out.last_hidden_state[:, -keep - 1:-1]
+
+
+def shared_last_hidden(lm: nn.Module, b: SharedPrompts, keep: int) -> torch.Tensor:
+    """What ``last_hidden`` returns for the rows of ``b`` (right-aligned in [B, keep, H]; the
+    slots left of a shorter response are zeros, where ``last_hidden`` has prompt states that
+    every caller masks), with each distinct prompt run once: the prompts' keys and values
+    are computed once and indexed per row (the gradient of every row flows back into them),
+    then the responses run on top of them."""
+    decoder = lm.get_decoder()
+    prompt_pos = (b.prompt_mask.cumsum(-1) - 1).clamp(min=0)
+    out = decoder(input_ids=b.prompt_ids, attention_mask=b.prompt_mask, position_ids=prompt_pos,
+                  use_cache=True)
+    first = out.last_hidden_state[:, -1][b.row_prompt]  # [B, H]: predicts response token 0
+    rows = [first[:, None]]
+    if b.response_ids.shape[1]:
+        cache = out.cache if hasattr(out, "cache") else out.past_key_values
+        cache.reorder_cache(b.row_prompt)
+        start = b.prompt_mask.sum(-1)[b.row_prompt]  # each row's prompt length
+        pos = start[:, None] + torch.arange(b.response_ids.shape[1], device=start.device)
+        mask = torch.cat([b.prompt_mask[b.row_prompt], b.response_mask], dim=1)
+        rest = decoder(input_ids=b.response_ids, attention_mask=mask, position_ids=pos,
+                       cache=cache, use_cache=True).last_hidden_state
+        rows.append(rest)
+    hidden = torch.cat(rows, dim=1)  # [B, 1 + R, H], left-aligned per row
+    n_rows, width = hidden.shape[0], hidden.shape[1]
+    out_h = hidden.new_zeros((n_rows, keep, hidden.shape[-1]))
+    for i, n in enumerate(b.response_len):
+        take = min(n, width)
+        out_h[i, keep - take:] = hidden[i, :take]
+    return out_h
 
 
 def lm_logits(lm: nn.Module, hidden: torch.Tensor) -> torch.Tensor:
@@ -103,8 +137,11 @@ class ReferenceLM(nn.Module):
         self.lm = lm
 
     def forward(self, input_ids: torch.Tensor, attention_mask: torch.Tensor, keep: int,
-                with_values: bool = False) -> tuple[torch.Tensor, None]:
-        return lm_logits(self.lm, last_hidden(self.lm, input_ids, attention_mask, keep)), None
+                with_values: bool = False, shared: SharedPrompts | None = None
+                ) -> tuple[torch.Tensor, None]:
+        hidden = (last_hidden(self.lm, input_ids, attention_mask, keep) if shared is None
+                  else shared_last_hidden(self.lm, shared, keep))
+        return lm_logits(self.lm, hidden), None
 
 
 def hidden_size(model: nn.Module) -> int:
@@ -199,8 +236,9 @@ def token_stats(module: nn.Module, batch: Any, allowed: list[torch.Tensor | None
     Padded positions (left of a shorter response) get logprob 0 and entropy 0: the pad token
     may lie outside the allowed tokens (logprob -inf there), and an infinite value anywhere
     in the graph makes the gradient NaN even where a mask multiplies it away."""
+    extra = {} if batch.shared is None else {"shared": batch.shared}
     logits, values = module(batch.input_ids, batch.attention_mask, batch.keep,
-                            with_values=with_values)
+                            with_values=with_values, **extra)
     logits = logits / batch.temperature[:, None, None]
     if any(m is not None for m in allowed):
         rows = [lg if m is None else lg.masked_fill(~m, float("-inf"))

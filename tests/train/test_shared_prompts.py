@@ -1,0 +1,82 @@
+"""The shared-prompt forward: rows that share a prompt run it once, with the same logits,
+values and gradients as the plain left-padded forward."""
+
+from __future__ import annotations
+
+import torch
+
+from marag.config import load_config
+from marag.llm.tiny import build_tiny_model
+from marag.train.experience import Transition, batch, shared_batch
+from marag.train.policy import PolicyValue, attach_lora, token_stats
+
+
+def _policy(critic: str = "shared") -> PolicyValue:
+    cfg = load_config(None, ["train.lora.r=4", "train.lora.target_modules=[q_proj,v_proj]"]).train
+    model, _ = build_tiny_model(seed=0)
+    torch.manual_seed(0)
+    policy = PolicyValue(attach_lora(model, cfg.lora), model.config.hidden_size, critic=critic)
+    with torch.no_grad():
+        for name, p in policy.named_parameters():
+            if "lora_B" in name or name.startswith("value_head"):
+                p.normal_(0, 0.05)
+    return policy
+
+
+def _rows() -> list[Transition]:
+    """Three prompts of different lengths; the first shared by three rows, the second by
+    two, whose responses differ in length (1 to 6 tokens)."""
+    g = torch.Generator().manual_seed(3)
+    prompts = [torch.randint(40, 300, (n,), generator=g).tolist() for n in (9, 14, 5)]
+    out = []
+    for i, (p, r_len) in enumerate([(0, 3), (0, 1), (1, 6), (0, 5), (2, 2), (1, 4)]):
+        resp = torch.randint(10, 40, (r_len,), generator=g).tolist()
+        out.append(Transition(trace=i, group=0, order=0, role="AG", prompt_ids=prompts[p],
+                              response_ids=resp, rollout_logprobs=[0.0] * r_len,
+                              temperature=0.7))
+    return out
+
+
+def _stats(policy, b):
+    logp, ent, values = token_stats(policy, b, [None] * b.response_ids.shape[0], entropy=True)
+    return logp, ent, values
+
+
+def test_shared_prompts_give_the_plain_forwards_logprobs_values_and_gradients():
+    rows = _rows()
+    plain, shared = batch(rows, 0, multiple=8), shared_batch(rows, 0, multiple=8)
+    assert shared.shared is not None and shared.shared.prompt_ids.shape[0] == 3  # 3 distinct
+    assert shared.input_ids.numel() == 0  # no full sequences are built
+    assert torch.equal(plain.mask, shared.mask) and torch.equal(plain.response_ids,
+                                                                  shared.response_ids)
+    results = []
+    for b in (plain, shared):
+        policy = _policy()
+        logp, ent, values = _stats(policy, b)
+        m = b.mask
+        # a loss touching every output the learner uses: logprobs, entropy, values
+        loss = ((logp * m).sum() + (ent * m).sum() + (values * m).sum())
+        loss.backward()
+        grads = {n: p.grad.clone() for n, p in policy.named_parameters() if p.grad is not None}
+        results.append((logp * m, ent * m, values * m, grads))
+    (lp0, en0, v0, g0), (lp1, en1, v1, g1) = results
+    torch.testing.assert_close(lp1, lp0, atol=1e-5, rtol=1e-4)
+    torch.testing.assert_close(en1, en0, atol=1e-5, rtol=1e-4)
+    torch.testing.assert_close(v1, v0, atol=1e-5, rtol=1e-4)
+    assert g0.keys() == g1.keys() and any("lora" in n for n in g0)
+    for n in g0:  # float32 sums in another order: equal to ~1e-6 of the gradient's scale
+        scale = float(g0[n].abs().max())
+        torch.testing.assert_close(g1[n], g0[n], atol=1e-5 * scale, rtol=1e-4, msg=n)
+
+
+def test_one_token_responses_need_no_response_pass():
+    rows = [Transition(trace=i, group=0, order=0, role="planner", prompt_ids=[50, 60, 70],
+                       response_ids=[11 + i], rollout_logprobs=[0.0], temperature=1.0)
+            for i in range(3)]
+    shared = shared_batch(rows, 0)
+    assert shared.shared.response_ids.shape == (3, 0)
+    policy = _policy()
+    with torch.no_grad():
+        a = _stats(policy, batch(rows, 0))[0]
+        b = _stats(policy, shared)[0]
+    torch.testing.assert_close(b, a, atol=1e-5, rtol=1e-4)
