@@ -80,3 +80,32 @@ def test_one_token_responses_need_no_response_pass():
         a = _stats(policy, batch(rows, 0))[0]
         b = _stats(policy, shared)[0]
     torch.testing.assert_close(b, a, atol=1e-5, rtol=1e-4)
+
+
+def test_frozen_linears_stored_in_bf16_compute_what_autocast_computed():
+    """``store_frozen_linears``: LoRA's frozen base weights kept in bf16 give exactly the
+    bf16-autocast results of the float32 weights (autocast casts them anyway, at every
+    call), gradients included; the output head and the adapter stay float32."""
+    from marag.train.policy import store_frozen_linears
+
+    rows = _rows()
+    out = []
+    for cast in (False, True):
+        policy = _policy()
+        if cast:
+            n = store_frozen_linears(policy.causal_lm(), torch.bfloat16)
+            assert n > 0
+            lm = policy.causal_lm()
+            assert lm.get_output_embeddings().weight.dtype == torch.float32
+            assert all(p.dtype == torch.float32 for p in policy.parameters() if p.requires_grad)
+        with torch.autocast("cpu", dtype=torch.bfloat16):
+            logp, _, values = _stats(policy, batch(rows, 0))
+        loss = (logp * batch(rows, 0).mask).sum() + values.sum()
+        loss.backward()
+        out.append((logp.detach(), values.detach(),
+                    {n: p.grad.clone() for n, p in policy.named_parameters() if p.grad is not None}))
+    (lp0, v0, g0), (lp1, v1, g1) = out
+    assert torch.equal(lp0, lp1) and torch.equal(v0, v1)
+    assert g0.keys() == g1.keys()
+    for n in g0:
+        assert torch.equal(g0[n], g1[n]), n

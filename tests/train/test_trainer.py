@@ -280,3 +280,20 @@ def test_jade_iteration_with_shared_prompts(tmp_path):
     assert all(v == v for k, v in row.items() if isinstance(v, float))  # no NaN
     after = _snapshot(tr.policy)
     assert any(not torch.equal(before[n], after[n]) for n in after if "lora" in n)
+
+
+def test_bf16_training_keeps_the_frozen_backbone_in_bf16(tmp_path):
+    """Under bf16 autocast with LoRA the frozen linear weights are stored in bf16 (autocast
+    would cast them at every call); rollout decoding, scoring and the update all run on
+    them, the adapter, value head and output head stay float32."""
+    tr = make(tmp_path, "train.iterations=1", "train.dtype=bfloat16", method="jade")
+    lm = tr.policy.causal_lm()
+    frozen = [p for n, p in lm.named_parameters() if "base_layer" in n]
+    assert frozen and all(p.dtype == torch.bfloat16 for p in frozen)
+    assert all(p.dtype == torch.float32 for p in tr.policy.parameters() if p.requires_grad)
+    assert lm.get_output_embeddings().weight.dtype == torch.float32
+    before = _snapshot(tr.policy)
+    row = tr.run()[0]
+    assert row["optimizer_steps"] >= 1 and row["skipped_steps"] == 0 and row["failed"] == 0
+    after = _snapshot(tr.policy)
+    assert any(not torch.equal(before[n], after[n]) for n in after if "lora" in n)

@@ -173,6 +173,28 @@ def attach_lora(model: nn.Module, cfg: LoraConfig) -> nn.Module:
     return get_peft_model(model, peft_cfg)
 
 
+def store_frozen_linears(model: nn.Module, dtype: torch.dtype) -> int:
+    """Keep the frozen weights and biases of ``model``'s linear layers (LoRA's base layers)
+    in ``dtype``, the autocast dtype every pass computes them in. Autocast caches its casts
+    only of tensors that require grad, so a frozen float32 weight is cast again at every
+    call: each decode step and each forward re-reads the whole backbone to cast it. Stored in
+    the compute dtype, the results are the same (the same cast, done once). The output head
+    stays as it is (``lm_logits`` computes the logits in float32 from it). Returns the number
+    of parameters cast."""
+    head = None
+    if hasattr(model, "get_output_embeddings"):
+        head = model.get_output_embeddings()
+    n = 0
+    for module in model.modules():
+        if not isinstance(module, nn.Linear) or module is head:
+            continue
+        for p in module.parameters(recurse=False):
+            if not p.requires_grad and p.dtype != dtype and p.is_floating_point():
+                p.data = p.data.to(dtype)
+                n += p.numel()
+    return n
+
+
 def trainable_parameters(module: nn.Module) -> list[nn.Parameter]:
     return [p for p in module.parameters() if p.requires_grad]
 

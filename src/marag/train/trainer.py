@@ -36,7 +36,7 @@ from marag.train import checkpoint as ckpt
 from marag.train import core, sync
 from marag.train.errors import TrainError
 from marag.train.experience import Transition, collect
-from marag.train.learner import Learner
+from marag.train.learner import Learner, compute_dtype
 from marag.train.logbook import Logbook
 from marag.train.policy import (
     PolicyValue,
@@ -44,6 +44,7 @@ from marag.train.policy import (
     full_trainable,
     hidden_size,
     load_value_head,
+    store_frozen_linears,
 )
 from marag.train.rewards import step_rewards
 from marag.train.timing import Phases
@@ -224,6 +225,11 @@ class Trainer:
         if adapters:  # a critic trained with the last adapter starts from its value head
             load_value_head(self.policy, adapters[-1])
         uses_kl = cfg.kl_coef > 0 or cfg.kl_target is not None
+        if cfg.lora.enabled and not self.sharded \
+                and compute_dtype(cfg.dtype, self.acc.device) == torch.bfloat16:
+            # the frozen backbone in the dtype every pass computes it in (FSDP2 shards
+            # parameters of one dtype, so a sharded run keeps them as loaded)
+            store_frozen_linears(model, torch.bfloat16)
         self.learner = Learner(self.policy, cfg, self.acc, reference=reference,
                                pad_id=self.backend._decoder.pad_id,
                                eos_ids=sorted(self.backend._decoder.eos_ids),
