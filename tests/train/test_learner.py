@@ -237,3 +237,17 @@ def test_sharing_prompts_keeps_each_prompts_rows_in_one_mini_batch():
     plain, _ = learner()
     shuffled = plain._shuffled(items, torch.Generator().manual_seed(5))
     assert sorted(map(id, shuffled)) == sorted(map(id, items))
+
+
+def test_frozen_weights_go_bf16_only_where_every_pass_autocasts():
+    """LoRA's frozen linears are stored in bf16 on the CPU under bf16 compute; never on a GPU
+    (the local decoder runs there without autocast, so float32-loaded weights stay float32),
+    never sharded, never without LoRA or in float32."""
+    from marag.train.learner import frozen_storage_dtype
+
+    cpu, cuda = torch.device("cpu"), torch.device("cuda")
+    assert frozen_storage_dtype("bfloat16", cpu, True, "") == torch.bfloat16
+    assert frozen_storage_dtype("bfloat16", cuda, True, "") is None
+    assert frozen_storage_dtype("bfloat16", cpu, True, "FSDP2") is None
+    assert frozen_storage_dtype("bfloat16", cpu, False, "") is None
+    assert frozen_storage_dtype("float32", cpu, True, "") is None

@@ -144,6 +144,9 @@ def test_sharded_training_is_refused_with_the_reason(monkeypatch):
     assert _sharded(acc("DistributedType.DEEPSPEED", 3)) == "DeepSpeed ZeRO-3"
     refuse_sharding("", "local")
     refuse_sharding("FSDP2", "server")  # supported: tests/train/test_distributed.py
+    refuse_sharding("", "local", share_prompts=True)
+    with pytest.raises(TrainError, match="share_prompts: false"):
+        refuse_sharding("FSDP2", "server", share_prompts=True)
     with pytest.raises(TrainError, match="rollouts decode with that very module"):
         refuse_sharding("FSDP2", "local")
     with pytest.raises(TrainError, match="fsdp_version: 2"):

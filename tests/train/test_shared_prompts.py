@@ -109,3 +109,25 @@ def test_frozen_linears_stored_in_bf16_compute_what_autocast_computed():
     assert g0.keys() == g1.keys()
     for n in g0:
         assert torch.equal(g0[n], g1[n]), n
+
+
+def test_a_tied_head_wrapped_by_lora_keeps_the_embeddings_float32():
+    """With ``lm_head`` among LoRA's targets on a model whose head is tied to the input
+    embeddings, the head's frozen weight is the embedding matrix: it stays float32 (casting
+    it would move the embeddings to bf16 too); the other frozen linears go to bf16."""
+    from transformers import LlamaConfig, LlamaForCausalLM
+
+    from marag.train.policy import store_frozen_linears
+
+    config = LlamaConfig(vocab_size=64, hidden_size=16, intermediate_size=32,
+                         num_hidden_layers=1, num_attention_heads=2, num_key_value_heads=1,
+                         tie_word_embeddings=True)
+    model = LlamaForCausalLM(config)
+    assert model.get_output_embeddings().weight is model.get_input_embeddings().weight
+    cfg = load_config(None, ["train.lora.r=2",
+                             "train.lora.target_modules=[q_proj,lm_head]"]).train
+    lm = attach_lora(model, cfg.lora)
+    assert store_frozen_linears(lm, torch.bfloat16) > 0
+    assert lm.get_input_embeddings().weight.dtype == torch.float32
+    q = lm.base_model.model.model.layers[0].self_attn.q_proj.base_layer
+    assert q.weight.dtype == torch.bfloat16

@@ -60,6 +60,18 @@ def compute_dtype(setting: str, device: torch.device) -> torch.dtype:
     return torch.bfloat16 if native else torch.float32
 
 
+def frozen_storage_dtype(setting: str, device: torch.device, lora: bool,
+                         sharded: str) -> torch.dtype | None:
+    """The dtype to store LoRA's frozen linear weights in (``policy.store_frozen_linears``),
+    or None to keep them as loaded: bfloat16 when every pass over them computes in bf16
+    autocast. On the CPU that includes the local decoder; on a GPU the decoder runs without
+    autocast, so weights loaded in float32 must stay float32 there. A sharded run keeps them
+    as loaded (FSDP2 shards parameters of one dtype)."""
+    if not lora or sharded or device.type != "cpu":
+        return None
+    return torch.bfloat16 if compute_dtype(setting, device) == torch.bfloat16 else None
+
+
 class Learner:
     def __init__(self, policy: PolicyValue, cfg: TrainConfig, acc: Any, *,
                  reference: torch.nn.Module | None, pad_id: int, eos_ids: Sequence[int],

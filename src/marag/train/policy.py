@@ -179,17 +179,21 @@ def store_frozen_linears(model: nn.Module, dtype: torch.dtype) -> int:
     only of tensors that require grad, so a frozen float32 weight is cast again at every
     call: each decode step and each forward re-reads the whole backbone to cast it. Stored in
     the compute dtype, the results are the same (the same cast, done once). The output head
-    stays as it is (``lm_logits`` computes the logits in float32 from it). Returns the number
-    of parameters cast."""
-    head = None
-    if hasattr(model, "get_output_embeddings"):
-        head = model.get_output_embeddings()
+    stays as it is (``lm_logits`` computes the logits in float32 from it), and so do the
+    input embeddings, which a tied head shares, also when LoRA wraps the head. Returns the
+    number of parameters cast."""
+    keep: set[int] = set()
+    for get in ("get_output_embeddings", "get_input_embeddings"):
+        part = getattr(model, get, lambda: None)()
+        if part is not None:
+            keep.update(id(p) for p in part.parameters())
     n = 0
     for module in model.modules():
-        if not isinstance(module, nn.Linear) or module is head:
+        if not isinstance(module, nn.Linear):
             continue
         for p in module.parameters(recurse=False):
-            if not p.requires_grad and p.dtype != dtype and p.is_floating_point():
+            if id(p) not in keep and not p.requires_grad and p.dtype != dtype \
+                    and p.is_floating_point():
                 p.data = p.data.to(dtype)
                 n += p.numel()
     return n

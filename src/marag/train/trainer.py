@@ -36,7 +36,7 @@ from marag.train import checkpoint as ckpt
 from marag.train import core, sync
 from marag.train.errors import TrainError
 from marag.train.experience import Transition, collect
-from marag.train.learner import Learner, compute_dtype
+from marag.train.learner import Learner, frozen_storage_dtype
 from marag.train.logbook import Logbook
 from marag.train.policy import (
     PolicyValue,
@@ -101,7 +101,7 @@ class Trainer:
         self.out = Path(out)
         self.acc = accelerator or Accelerator(cpu=not torch.cuda.is_available())
         self.sharded = _sharded(self.acc)
-        refuse_sharding(self.sharded, self.cfg.rollout)
+        refuse_sharding(self.sharded, self.cfg.rollout, self.cfg.share_prompts)
         self.roles = trained_roles(config)
         check_settings(config)
         if not questions:
@@ -225,11 +225,10 @@ class Trainer:
         if adapters:  # a critic trained with the last adapter starts from its value head
             load_value_head(self.policy, adapters[-1])
         uses_kl = cfg.kl_coef > 0 or cfg.kl_target is not None
-        if cfg.lora.enabled and not self.sharded \
-                and compute_dtype(cfg.dtype, self.acc.device) == torch.bfloat16:
-            # the frozen backbone in the dtype every pass computes it in (FSDP2 shards
-            # parameters of one dtype, so a sharded run keeps them as loaded)
-            store_frozen_linears(model, torch.bfloat16)
+        frozen = frozen_storage_dtype(cfg.dtype, self.acc.device, cfg.lora.enabled,
+                                      self.sharded)
+        if frozen is not None:  # the frozen backbone in the dtype every pass computes it in
+            store_frozen_linears(model, frozen)
         self.learner = Learner(self.policy, cfg, self.acc, reference=reference,
                                pad_id=self.backend._decoder.pad_id,
                                eos_ids=sorted(self.backend._decoder.eos_ids),
@@ -536,7 +535,7 @@ def check_settings(config: Config) -> None:
                     "train.top_p 1.0 samples what is scored", cfg.top_p)
 
 
-def refuse_sharding(mode: str, rollout: str) -> None:
+def refuse_sharding(mode: str, rollout: str, share_prompts: bool = False) -> None:
     """Which parameter-sharding setups the trainer runs, and why not the others.
 
     FSDP2 runs with rollouts from a server: every forward pass then goes through the sharded
@@ -545,6 +544,13 @@ def refuse_sharding(mode: str, rollout: str) -> None:
     module could only do by gathering every layer for every token. FSDP1 wraps the module in
     flat parameters that the adapter toggling and the gathers here do not handle, and
     DeepSpeed's engine owns the optimizer step and checkpoints in its own way."""
+    if mode == "FSDP2" and share_prompts:
+        # a shared micro-batch makes a second pass for the responses only when it has any:
+        # ranks would then run different numbers of per-layer gathers and hang
+        raise TrainError(
+            "train.share_prompts runs a micro-batch's prompts and responses as two passes, "
+            "which FSDP2's per-layer collectives cannot pair across ranks; set "
+            "train.share_prompts: false for a sharded run (DDP supports it)")
     if not mode or (mode == "FSDP2" and rollout == "server"):
         return
     if mode == "FSDP1":
