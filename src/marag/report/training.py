@@ -39,6 +39,22 @@ def _series(rows: list[dict[str, Any]], prefix: str, missing: float = float("nan
     return {k[len(prefix):]: [float(r.get(k, missing)) for r in rows] for k in keys}
 
 
+def evaluation_points(rows: list[dict[str, Any]]) -> list[tuple[int, float]]:
+    """(iteration, F1) of the run's own evaluations of its checkpoints (``train.eval_every``
+    on ``train.eval_dataset``, greedy)."""
+    return [(int(r["iteration"]), float(r["eval.f1"])) for r in rows if "eval.f1" in r]
+
+
+def kl_series(rows: list[dict[str, Any]]) -> dict[str, list[float]]:
+    """The KL and entropy curves the run logged, by label: the KL to the reference exists only
+    when something used the reference (KL in the reward or loss)."""
+    labels = {"kl": "KL to reference (k1, per token)",
+              "approx_kl": "KL of each update (old to new policy)",
+              "entropy": "entropy (per token)"}
+    return {label: [float(r.get(key, float("nan"))) for r in rows]
+            for key, label in labels.items() if any(key in r for r in rows)}
+
+
 def plot_training(run: str | Path, out: str | Path,
                   heldout: Sequence[tuple[int, float]] = ()) -> list[Path]:
     """Write the PNGs into ``out``; ``heldout`` is (iteration, F1) pairs, 0 = untrained."""
@@ -60,6 +76,10 @@ def plot_training(run: str | Path, out: str | Path,
     fig, ax = plt.subplots(figsize=(6, 3.5))
     ax.plot(it, [r["reward"] for r in rows], label="mean trace reward")
     ax.plot(it, [r["f1"] for r in rows], label="rollout F1")
+    dev = evaluation_points(rows)
+    if dev:
+        ax.plot([d[0] for d in dev], [d[1] for d in dev], marker="o",
+                label="evaluation F1 (train.eval_dataset)")
     ax.set_xlabel("iteration")
     ax.legend()
     ax.set_title("training reward and F1")
@@ -76,9 +96,8 @@ def plot_training(run: str | Path, out: str | Path,
     save(fig, "train_validity.png")
 
     fig, ax = plt.subplots(figsize=(6, 3.5))
-    ax.plot(it, [r.get("kl", 0.0) for r in rows], label="KL to reference (k1, per token)")
-    if any("entropy" in r for r in rows):
-        ax.plot(it, [r.get("entropy", 0.0) for r in rows], label="entropy (per token)")
+    for label, ys in kl_series(rows).items():
+        ax.plot(it, ys, label=label)
     ax.set_xlabel("iteration")
     ax.legend()
     ax.set_title("KL and entropy")
