@@ -20,7 +20,7 @@ retrieval path imports):
     python3.11 -m venv /work/sr1env && /work/sr1env/bin/pip install torch==2.13.0
     /work/sr1env/bin/pip install faiss-cpu transformers datasets uvicorn fastapi
     # FlashRAG at its git HEAD (0.1.2 on PyPI cannot encode a query: see peers/flashrag_dense.py)
-    git -C FLASHRAG_GIT archive HEAD flashrag setup.py requirements.txt README.md | tar -x -C SRC
+    mkdir -p SRC && git -C FLASHRAG_GIT archive HEAD flashrag setup.py requirements.txt README.md | tar -x -C SRC
     python3.11 -m venv /work/frenv && /work/frenv/bin/pip install torch==2.13.0
     /work/frenv/bin/pip install faiss-cpu datasets transformers numpy tqdm pyyaml requests langid
     /work/frenv/bin/pip install --no-deps SRC
@@ -270,7 +270,11 @@ def run(args: argparse.Namespace) -> None:
         with open(work / "flashrag.log", "w") as log:
             proc = subprocess.Popen(cmd, stdout=subprocess.PIPE, stderr=log, cwd=REPO,
                                     text=True)
-            out, _ = proc.communicate(timeout=args.timeout)
+            try:
+                out, _ = proc.communicate(timeout=args.timeout)
+            except subprocess.TimeoutExpired:
+                proc.kill()
+                raise SystemExit(f"FlashRAG's run took over {args.timeout:.0f} s") from None
         if proc.returncode != 0:
             raise SystemExit(f"FlashRAG's run exited with {proc.returncode}; see {work}/flashrag.log")
         row = json.loads(out.strip().splitlines()[-1])  # with its own RSS, read before it exits

@@ -298,3 +298,30 @@ def test_bf16_training_keeps_the_frozen_backbone_in_bf16(tmp_path):
     assert row["optimizer_steps"] >= 1 and row["skipped_steps"] == 0 and row["failed"] == 0
     after = _snapshot(tr.policy)
     assert any(not torch.equal(before[n], after[n]) for n in after if "lora" in n)
+
+
+def test_a_warm_start_adapter_is_merged_and_its_value_head_loaded(tmp_path):
+    """An adapter the backend merged (llms.default.adapter: an SFT warm start) is the
+    reference the new LoRA trains over, and the critic starts from the value head saved
+    beside it: the trainer reads the folders the backend merged, short names resolved."""
+    from marag.train.policy import PolicyValue, attach_lora, save_policy
+
+    cfg = load_config(None, ["train.lora.r=4", "train.lora.target_modules=[q_proj,v_proj]"])
+    model, tok = build_tiny_model(seed=0)
+    warm = PolicyValue(attach_lora(model, cfg.train.lora), model.config.hidden_size)
+    with torch.no_grad():
+        for name, p in warm.named_parameters():
+            if "lora_B" in name or name.startswith("value_head"):
+                p.normal_(0, 0.1)
+    save_policy(warm, tmp_path / "warm")
+    model, tok = build_tiny_model(seed=0)
+    backend = HFBackend("tiny", model=model, tokenizer=tok, batch_wait_ms=0,
+                        adapters=[str(tmp_path / "warm")])
+    assert backend.adapters == (str(tmp_path / "warm"),)
+    ctx = Context(llms={"default": backend}, config=cfg, retriever=Docs())
+    tr = Trainer(load_config(None, ["method.name=llm-only", "train.lora.r=4",
+                                    "train.lora.target_modules=[q_proj,v_proj]",
+                                    f'llms.default.adapter=["{tmp_path / "warm"}"]']),
+                 tmp_path / "run", questions=QUESTIONS, context=ctx, tensorboard=False)
+    assert torch.equal(tr.policy.value_head.weight, warm.value_head.weight)
+    assert torch.equal(tr.policy.value_head.bias, warm.value_head.bias)

@@ -26,9 +26,11 @@ def add_run_options(p: Any, *, index_help: str) -> None:
     p.add_argument("--model", default=None, help="model name for the default LLM")
     p.add_argument("--index", default=None, metavar="PATH|wiki-demo",
                    help=f"{index_help}; sets retrieval.index")
-    p.add_argument("--adapter", action="append", default=[], metavar="DIR",
-                   help="LoRA adapter folder from marag train/sft (its policy/ folder or the "
-                        "run's export), merged into the default hf model; repeatable, in order")
+    p.add_argument("--adapter", action="append", default=[], metavar="DIR|NAME",
+                   help="LoRA adapter folder from marag train/sft (its policy/ folder), or "
+                        "the name of an adapter marag's learning runs trained (qwen-jade, "
+                        "with --model qwen2.5-coder-0.5b), merged into the default hf model; "
+                        "repeatable, merged in order")
 
 
 def load_run_config(args: argparse.Namespace, overrides: list[str]) -> Config:
@@ -36,7 +38,9 @@ def load_run_config(args: argparse.Namespace, overrides: list[str]) -> Config:
     misspelt one fails before a run directory, a model or an index is touched; so is an
     opt-in model that has not been installed."""
     from marag.config import ConfigError, load_config
+    from marag.llm.base import LLMError
     from marag.llm.embedded import opt_in_problem
+    from marag.llm.trained import resolve_adapters
     from marag.roles.registry import check_roles
 
     config = load_config(args.config, overrides)
@@ -45,6 +49,10 @@ def load_run_config(args: argparse.Namespace, overrides: list[str]) -> Config:
         problem = opt_in_problem(llm.model, llm.backend, llm.cache_dir)
         if problem:
             raise ConfigError(f"llms.{name}.model: {problem}")
+        try:  # before a run folder exists: a wrong adapter must not leave one behind
+            resolve_adapters(llm.adapter, llm.model)
+        except LLMError as e:
+            raise ConfigError(f"llms.{name}.adapter: {e}") from None
     return config
 
 

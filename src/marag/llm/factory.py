@@ -50,11 +50,13 @@ def make_llm(cfg: LLMConfig, *, shared: _Shared | None = None,
     if cfg.backend == "hf":
         from marag.llm.dtype import resolve_dtype
         from marag.llm.hf_local import HFBackend
+        from marag.llm.trained import resolve_adapters
 
         _set_threads(cfg.n_threads)
         device = process_device(cfg.device)
         dtype = resolve_dtype(cfg.dtype, device, purpose)
-        key = (cfg.model, cfg.device, dtype, cfg.cache_dir, tuple(cfg.adapter))
+        adapters = resolve_adapters(cfg.adapter, cfg.model)
+        key = (cfg.model, cfg.device, dtype, cfg.cache_dir, tuple(adapters))
         if not cfg.share:
             shared = None
         if shared is not None and key in shared:
@@ -67,7 +69,7 @@ def make_llm(cfg: LLMConfig, *, shared: _Shared | None = None,
         backend = HFBackend(cfg.model, device=device, dtype=dtype,
                             max_batch_size=cfg.max_batch_size, batch_wait_ms=cfg.batch_wait_ms,
                             bf16_autocast=cfg.bf16_autocast, cache_dir=cfg.cache_dir,
-                            adapters=cfg.adapter)
+                            adapters=adapters)
         if shared is not None:
             shared[key] = backend
         return backend

@@ -96,6 +96,7 @@ class HFBackend:
             raise LLMError(f"max_batch_size must be >= 1, got {max_batch_size}")
         for adapter in adapters:
             model = merge_adapter(model, adapter)
+        self.adapters = tuple(adapters)  # the adapter folders merged into the weights, in order
         self.model = model_or_path
         self.module = model
         # what the weights really are (recorded in run metadata so a result can be reproduced)

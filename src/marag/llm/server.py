@@ -403,8 +403,8 @@ def create_app(backend: HFBackend, served_names: list[str] | None = None, *,
     unload endpoints (they read any local folder a client names: trusted clients only). A
     body over ``max_body_bytes`` is a 413 (OpenAI's error shape) before it is read whole.
     """
-    from marag.llm.adapters import AdapterError, AdapterSet
     from marag.http.limits import BodyLimit
+    from marag.llm.adapters import AdapterError, AdapterSet
 
     names = list(dict.fromkeys(served_names or [backend.model]))
     tokenizer = backend.tokenizer

@@ -221,7 +221,7 @@ class Trainer:
             backbone = model
         self.reference = reference
         self.policy = PolicyValue(backbone, hidden_size(model), critic=cfg.critic).to(model.device)
-        adapters = self.config.llms[self.config.backend_for(self.roles[0])].adapter
+        adapters = self.backend.adapters  # folders, with short names resolved
         if adapters:  # a critic trained with the last adapter starts from its value head
             load_value_head(self.policy, adapters[-1])
         uses_kl = cfg.kl_coef > 0 or cfg.kl_target is not None
@@ -236,8 +236,9 @@ class Trainer:
         self.module, self.optimizer = self.learner.module, self.learner.optimizer
         self.scheduler = self.learner.scheduler
         if self.learner.dtype == torch.bfloat16 and self.cfg.rollout == "local":
-            # local rollouts decode with the policy's own fp32 weights: in the dtype the
-            # learner scores in, so the rollout's logprobs and the trainer's stay close
+            # local rollouts decode with the policy's own module; on the CPU the decoder then
+            # autocasts as the learner scores, so the rollout's logprobs and the trainer's
+            # stay close (on a GPU it decodes in the loaded dtype)
             self.backend._decoder.bf16_autocast = True
         n_train = sum(p.numel() for p in self.learner.policy_params)
         log.info("policy: %s, %d trainable parameters (+ value head), computing in %s",

@@ -1,0 +1,64 @@
+"""Adapters from marag's own learning runs, loadable by a short name.
+
+``--adapter qwen-jade`` (or ``llms.<name>.adapter: [qwen-jade]`` in a config) stands for the
+LoRA folders a learning run committed under ``docs/results/`` of marag's source repository,
+merged in the order the run trained them (a warm start, then the RL adapter trained over it).
+Each name is tied to the model it was trained on; another model is refused, because an
+adapter's deltas only mean something on the weights they were trained against. A path is
+always a path: a folder holding an adapter wins over a name.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from pathlib import Path
+
+from marag.llm.base import LLMError
+
+
+@dataclass(frozen=True, slots=True)
+class TrainedAdapter:
+    model: str  # the model name it was trained on
+    folders: tuple[str, ...]  # relative to the repository root, merged in this order
+
+
+TRAINED: dict[str, TrainedAdapter] = {
+    "qwen-jade": TrainedAdapter(
+        model="qwen2.5-coder-0.5b",
+        # run 2c: the plan-label SFT warm start, then PPO with JADE's reward
+        # (docs/results/qwen-jade/README.md)
+        folders=("docs/results/qwen-jade/sft", "docs/results/qwen-jade/rl"),
+    ),
+}
+
+
+def repo_root() -> Path:
+    """The source checkout this package runs from (``src/marag/llm`` is three levels down)."""
+    return Path(__file__).resolve().parents[3]
+
+
+def resolve_adapters(entries: list[str] | tuple[str, ...], model: str) -> list[str]:
+    """``entries`` with each short name replaced by its folders; adapter folders are kept as
+    given. An entry that is neither is an error that lists the names."""
+    out: list[str] = []
+    for entry in entries:
+        spec = TRAINED.get(entry)
+        if (Path(entry) / "adapter_config.json").is_file():
+            out.append(entry)
+            continue
+        if spec is None:
+            raise LLMError(f"adapter {entry!r}: no adapter folder there (no "
+                           "adapter_config.json), and not the name of one of marag's trained "
+                           f"adapters ({', '.join(sorted(TRAINED))})")
+        if model != spec.model:
+            raise LLMError(f"adapter {entry!r} was trained on {spec.model}, not {model}; "
+                           f"use it with --model {spec.model}")
+        folders = [repo_root() / f for f in spec.folders]
+        missing = [f for f in folders if not (f / "adapter_config.json").is_file()]
+        if missing:
+            raise LLMError(
+                f"adapter {entry!r} ships in marag's source repository ({', '.join(spec.folders)}), "
+                f"and this installation has no {missing[0]}: run marag from a clone of the "
+                "repository, or pass the adapter folders themselves with --adapter")
+        out += [str(f) for f in folders]
+    return out
