@@ -49,6 +49,8 @@ def load_run_config(args: argparse.Namespace, overrides: list[str]) -> Config:
         problem = opt_in_problem(llm.model, llm.backend, llm.cache_dir)
         if problem:
             raise ConfigError(f"llms.{name}.model: {problem}")
+        if llm.backend != "hf":  # adapters are merged by the hf backend only
+            continue
         try:  # before a run folder exists: a wrong adapter must not leave one behind
             resolve_adapters(llm.adapter, llm.model)
         except LLMError as e:
