@@ -118,7 +118,6 @@ class SharedPrompts:
     response_len: list[int]
 
 
-
 @dataclass
 class Batch:
     input_ids: torch.Tensor  # [B, L] left-padded prompt + response (empty with ``shared``)
@@ -130,28 +129,32 @@ class Batch:
     shared: SharedPrompts | None = None  # the rows laid out by distinct prompt instead
 
 
+def padded(seqs: Sequence[Sequence[int]], width: int, pad_id: int,
+           align_right: bool = True) -> tuple[torch.Tensor, torch.Tensor]:
+    """``(ids, mask)`` [len(seqs), width]: each sequence placed against the right edge (left
+    padding) or the left edge, ``pad_id`` and mask 0 elsewhere."""
+    ids = torch.full((len(seqs), width), pad_id, dtype=torch.long)
+    mask = torch.zeros((len(seqs), width), dtype=torch.long)
+    for i, seq in enumerate(seqs):
+        if seq:
+            cols = slice(width - len(seq), width) if align_right else slice(0, len(seq))
+            ids[i, cols] = torch.tensor(seq)
+            mask[i, cols] = 1
+    return ids, mask
+
+
 def batch(items: Sequence[Transition], pad_id: int, device: torch.device | str = "cpu",
           multiple: int = 1, *, prompts: bool = True) -> Batch:
     """Left-pad ``items`` to the longest, rounded up to ``multiple`` columns (CPU bf16
     kernels run faster on aligned widths; padding is masked out). ``prompts`` False leaves
     the full sequences out (``input_ids`` [B, 0]): the responses only."""
-    width = max(len(t.prompt_ids) + len(t.response_ids) for t in items) if prompts else 0
-    width = -(-width // multiple) * multiple
+    seqs = [t.prompt_ids + t.response_ids for t in items] if prompts else [[] for _ in items]
+    width = -(-max(len(q) for q in seqs) // multiple) * multiple
     keep = max(len(t.response_ids) for t in items)
-    ids = torch.full((len(items), width), pad_id, dtype=torch.long)
-    attn = torch.zeros((len(items), width), dtype=torch.long)
-    resp = torch.full((len(items), keep), pad_id, dtype=torch.long)
-    mask = torch.zeros((len(items), keep))
-    for i, t in enumerate(items):
-        if prompts:
-            seq = t.prompt_ids + t.response_ids
-            ids[i, width - len(seq):] = torch.tensor(seq)
-            attn[i, width - len(seq):] = 1
-        n = len(t.response_ids)
-        resp[i, keep - n:] = torch.tensor(t.response_ids)
-        mask[i, keep - n:] = 1.0
+    ids, attn = padded(seqs, width, pad_id)
+    resp, mask = padded([t.response_ids for t in items], keep, pad_id)
     temps = torch.tensor([t.temperature for t in items], dtype=torch.float32)
-    return Batch(ids.to(device), attn.to(device), resp.to(device), mask.to(device),
+    return Batch(ids.to(device), attn.to(device), resp.to(device), mask.float().to(device),
                  temps.to(device), keep)
 
 
@@ -163,19 +166,10 @@ def shared_batch(items: Sequence[Transition], pad_id: int, device: torch.device 
     row_prompt = [index.setdefault(tuple(t.prompt_ids), len(index)) for t in items]
     prompts = list(index)
     width = -(-max(len(p) for p in prompts) // multiple) * multiple
-    p_ids = torch.full((len(prompts), width), pad_id, dtype=torch.long)
-    p_mask = torch.zeros((len(prompts), width), dtype=torch.long)
-    for i, p in enumerate(prompts):
-        p_ids[i, width - len(p):] = torch.tensor(p)
-        p_mask[i, width - len(p):] = 1
-    rest = max(len(t.response_ids) for t in items) - 1  # the last token's state is not needed
-    r_ids = torch.full((len(items), rest), pad_id, dtype=torch.long)
-    r_mask = torch.zeros((len(items), rest), dtype=torch.long)
-    for i, t in enumerate(items):
-        n = len(t.response_ids) - 1
-        if n > 0:
-            r_ids[i, :n] = torch.tensor(t.response_ids[:n])
-            r_mask[i, :n] = 1
+    p_ids, p_mask = padded(prompts, width, pad_id)
+    # each response without its last token (whose state predicts nothing), left-aligned
+    rest = [t.response_ids[:-1] for t in items]
+    r_ids, r_mask = padded(rest, max(len(r) for r in rest), pad_id, align_right=False)
     plain = batch(items, pad_id, device, multiple, prompts=False)
     shared = SharedPrompts(p_ids.to(device), p_mask.to(device),
                            torch.tensor(row_prompt, dtype=torch.long, device=device),

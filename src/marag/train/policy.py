@@ -262,9 +262,8 @@ def token_stats(module: nn.Module, batch: Any, allowed: list[torch.Tensor | None
     Padded positions (left of a shorter response) get logprob 0 and entropy 0: the pad token
     may lie outside the allowed tokens (logprob -inf there), and an infinite value anywhere
     in the graph makes the gradient NaN even where a mask multiplies it away."""
-    extra = {} if batch.shared is None else {"shared": batch.shared}
     logits, values = module(batch.input_ids, batch.attention_mask, batch.keep,
-                            with_values=with_values, **extra)
+                            with_values=with_values, shared=batch.shared)
     logits = logits / batch.temperature[:, None, None]
     if any(m is not None for m in allowed):
         rows = [lg if m is None else lg.masked_fill(~m, float("-inf"))
