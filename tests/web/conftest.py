@@ -8,7 +8,16 @@ from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
-from webfixtures import PASSAGES, PNG, QUESTIONS, LiveServer, make_ctx, team, vanilla_llm
+from webfixtures import (
+    PASSAGES,
+    PNG,
+    QUESTIONS,
+    LiveServer,
+    make_ctx,
+    team,
+    vanilla_llm,
+    write_training_run,
+)
 
 from marag.types import Question, write_jsonl
 from marag.workflows import METHODS
@@ -45,6 +54,19 @@ def runs_dir(tmp_path_factory: pytest.TempPathFactory, index_dir: Path) -> Path:
     plots = root / "jade-team" / "plots"
     plots.mkdir()
     (plots / "f1.png").write_bytes(PNG)
+    return root
+
+
+@pytest.fixture(scope="session")
+def train_runs_dir(tmp_path_factory: pytest.TempPathFactory, index_dir: Path,
+                   runs_dir: Path) -> Path:
+    """``runs_dir``'s two evaluation runs and ``tiny-train``, a training run written by the
+    real trainer (2 iterations, each with a checkpoint evaluation)."""
+    import shutil
+
+    root = tmp_path_factory.mktemp("train_runs") / "runs"
+    shutil.copytree(runs_dir, root)
+    write_training_run(root / "tiny-train", index_dir)
     return root
 
 

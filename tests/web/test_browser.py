@@ -124,3 +124,32 @@ def test_ask_and_browse_runs(browser, index_dir, runs_dir, live_server):
         d.find_element(By.CSS_SELECTOR, '#run-questions [data-id="q4"]').click()
         _wait(d, lambda d: "error: LLMError" in _text(d, "#run-traces .failed"))
         assert _text(d, "#error") == ""
+
+
+def test_a_training_run_shows_its_curves_and_opens_its_evaluations(browser, index_dir,
+                                                                    train_runs_dir, live_server):
+    app = create_app(make_ctx(team(), index_dir), ServeSettings(runs=train_runs_dir))
+    with live_server(app) as srv:
+        d = browser
+        d.get(srv.url + "/#runs")
+        _wait(d, lambda d: d.find_elements(By.CSS_SELECTOR, '[data-run="tiny-train"]'))[0].click()
+        _wait(d, lambda d: "training, vanilla" in d.find_element(By.ID, "run-title").text
+              and d.find_elements(By.CSS_SELECTOR, "#train-charts svg.chart"))
+        assert "iteration 2 of 2 (finished)" in d.find_element(By.ID, "train-summary").text
+        titles = [e.get_attribute("aria-label")
+                  for e in d.find_elements(By.CSS_SELECTOR, "#train-charts svg.chart")]
+        assert titles[:3] == ["reward and F1", "workflow mix (share of sampled plans)",
+                              "format-valid rate per role"]
+        # one line per series, each through both iterations (the evaluation too)
+        lines = d.find_elements(By.CSS_SELECTOR, "#train-charts svg.chart polyline")
+        keys = [e.get_attribute("data-key") for e in lines]
+        assert {"reward", "f1", "eval.f1", "workflow.R,AG", "valid.AG"} <= set(keys)
+        assert all(len(e.get_attribute("points").split()) == 2 for e in lines)
+        assert d.find_element(By.ID, "run-questions-part").is_displayed() is False
+        # a checkpoint evaluation opens as an evaluation run with its questions
+        d.find_element(By.CSS_SELECTOR, '#train-evals [data-run="tiny-train@iter-000002"]').click()
+        _wait(d, lambda d: [e.get_attribute("data-id") for e in
+                            d.find_elements(By.CSS_SELECTOR, "#run-questions .question-row")]
+              == ["q3", "q4"])
+        assert d.find_element(By.ID, "run-training").is_displayed() is False
+        assert _text(d, "#error") == ""

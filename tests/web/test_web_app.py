@@ -356,6 +356,74 @@ def test_run_names_and_plot_names_cannot_leave_the_runs_dir(runs_dir, tmp_path):
         assert c.get("/api/runs/ok").status_code == 404
 
 
+def test_a_training_run_lists_its_curves_and_checkpoint_evaluations(train_runs_dir):
+    with client(runs=train_runs_dir) as c:
+        runs = c.get("/api/runs").json()["runs"]
+        assert [r["name"] for r in runs] == ["jade-team", "tiny-train", "tiny-train@iter-000001",
+                                             "tiny-train@iter-000002", "vanilla-team"]
+        line = {r["name"]: r for r in runs}["tiny-train"]
+        assert line["kind"] == "train" and line["method"] == "vanilla"
+        assert line["iterations"] == 2 == line["planned"] and line["finished"]
+        rows = [json.loads(x) for x in
+                (train_runs_dir / "tiny-train" / "metrics.jsonl").read_text().splitlines()]
+        best = max(rows, key=lambda r: r["eval.f1"])  # the first of equals, as best/ keeps it
+        assert line["f1"] == best["eval.f1"] and line["best_iteration"] == best["iteration"]
+        info = c.get("/api/runs/tiny-train").json()
+        assert info["kind"] == "train" and info["evaluations"] == [
+            "tiny-train@iter-000001", "tiny-train@iter-000002"]
+        assert [r["iteration"] for r in info["rows"]] == [1, 2]
+        assert info["rows"][0]["reward"] == rows[0]["reward"]
+        assert info["rows"][1]["workflow.R,AG"] == 1.0 and "eval.f1" in info["rows"][1]
+        assert info["best"]["iteration"] == best["iteration"]
+        assert "method:\n  name: vanilla" in info["config"]
+        # a checkpoint evaluation is an evaluation run: its metrics, questions and traces
+        ev = c.get("/api/runs/tiny-train@iter-000002").json()
+        assert ev["kind"] == "eval" and ev["summary"]["n"] == 2
+        page = c.get("/api/runs/tiny-train@iter-000002/traces").json()
+        assert [t["id"] for t in page["items"]] == ["q3", "q4"]
+        one = c.get("/api/runs/tiny-train@iter-000002/traces/q3").json()
+        assert one["trace"]["method"] == "vanilla"
+        # a training run itself has no questions: the 404 says where they are
+        r = c.get("/api/runs/tiny-train/traces")
+        assert r.status_code == 404 and "tiny-train@iter-NNNNNN" in r.json()["detail"]
+
+
+def test_a_training_run_being_written(train_runs_dir, tmp_path):
+    root = tmp_path / "runs"
+    shutil.copytree(train_runs_dir / "tiny-train", root / "live")
+    metrics = root / "live" / "metrics.jsonl"
+    lines = metrics.read_text().splitlines()
+    # the first iteration, a row with a NaN (dropped, JSON has none) and a torn line
+    first = json.loads(lines[0])
+    first["vf_loss"] = float("nan")
+    metrics.write_text(json.dumps(first) + "\n" + '{"iteration": 2, "rew')
+    shutil.rmtree(root / "live" / "eval" / "iter-000002")
+    with client(runs=root) as c:
+        line = c.get("/api/runs").json()["runs"][0]
+        assert line["name"] == "live" and line["iterations"] == 1 and not line["finished"]
+        info = c.get("/api/runs/live").json()
+        assert [r["iteration"] for r in info["rows"]] == [1] and "vf_loss" not in info["rows"][0]
+        assert info["evaluations"] == ["live@iter-000001"]
+
+
+def test_checkpoint_evaluation_names_cannot_leave_the_run(train_runs_dir, tmp_path):
+    root = tmp_path / "runs"
+    shutil.copytree(train_runs_dir / "tiny-train", root / "t")
+    shutil.copytree(train_runs_dir / "vanilla-team", root / "v")
+    outside = tmp_path / "secret"
+    shutil.copytree(train_runs_dir / "vanilla-team", outside)
+    os.symlink(outside, root / "t" / "eval" / "iter-000009")  # an evaluation linked out
+    os.symlink(root / "v", root / "t" / "eval" / "iter-000008")  # elsewhere in the root
+    with client(runs=root) as c:
+        assert [r["name"] for r in c.get("/api/runs").json()["runs"]] == [
+            "t", "t@iter-000001", "t@iter-000002", "v"]
+        for name in ("t@iter-000009", "t@iter-000008", "v@iter-000001", "t@..", "t@%2e%2e",
+                     "t@iter-000001@x", "t@", "@iter-000001", "t@eval", "nope@iter-000001"):
+            for path in (f"/api/runs/{name}", f"/api/runs/{name}/traces"):
+                assert c.get(path).status_code == 404, path
+        assert c.get("/api/runs/t@iter-000001/traces").status_code == 200
+
+
 def test_a_blank_question_is_422_with_the_cli_message_on_ask_and_stream(index_dir):
     import re
 

@@ -55,6 +55,39 @@ def vanilla_llm() -> ScriptedLLM:
     return ScriptedLLM({"AG": answer})
 
 
+def write_training_run(out: Path, index: Path) -> Path:
+    """A real ``marag train`` run folder: the tiny random model (no weights from anywhere),
+    vanilla over ``index``, 2 iterations, each followed by a greedy evaluation of two
+    questions, so it has metrics rows, ``eval/iter-*`` runs and ``best/``."""
+    import torch
+    import yaml
+
+    from marag.llm.hf_local import HFBackend
+    from marag.llm.tiny import build_tiny_model
+    from marag.retrieval import open_index
+    from marag.train.trainer import Trainer
+    from marag.types import Question
+
+    cfg = load_config(None, [
+        "method.name=vanilla", "method.top_k=2", "train.iterations=2", "train.eval_every=1",
+        "train.questions_per_iteration=2", "train.samples_per_question=2",
+        "train.concurrency=1", "train.minibatch_size=4", "train.micro_batch_size=2",
+        "train.lr=1e-3", "train.critic_lr=1e-3", "train.lora.r=4",
+        "train.lora.target_modules=[q_proj,v_proj]", "train.seed=3"])
+    model, tok = build_tiny_model(seed=0)
+    backend = HFBackend("tiny", model=model, tokenizer=tok, batch_wait_ms=0, max_batch_size=4)
+    ctx = Context(llms={"default": backend}, config=cfg, retriever=open_index(index))
+    questions = [Question(id=i, question=q, golden_answers=g, dataset="demo")
+                 for i, q, g in QUESTIONS]
+    torch.manual_seed(0)
+    out.mkdir(parents=True)  # the config as `marag train` saves it
+    (out / "config.yaml").write_text(yaml.safe_dump(cfg.model_dump(mode="json"), sort_keys=False))
+    trainer = Trainer(cfg, out, questions=questions[:2], context=ctx, tensorboard=False)
+    trainer.eval_questions = questions[2:]
+    trainer.run()
+    return out
+
+
 def png(width: int = 2, height: int = 2) -> bytes:
     """A valid grey PNG, so a browser can show the plot."""
     import struct

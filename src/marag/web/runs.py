@@ -1,7 +1,10 @@
 """Read-only access to the run directories under one root (``marag serve --runs DIR``).
 
-A run is a direct child directory holding ``traces.jsonl`` (written by ``marag eval``, later
-by ``marag train``). Names are checked against a strict pattern and the resolved path
+Two kinds of run are direct children of the root: an **evaluation run** holds
+``traces.jsonl`` (written by ``marag eval``) and a **training run** holds ``metrics.jsonl``
+(written by ``marag train``: one row per iteration). A training run's checkpoint evaluations
+(``<run>/eval/iter-NNNNNN/``, evaluation runs themselves) are reachable as
+``<run>@iter-NNNNNN``. Names are checked against a strict pattern and the resolved path
 (symlinks followed) must stay inside the root, so no request can read elsewhere. A run still
 being written is readable: a torn last line is skipped and the file is never modified here.
 Parsed traces are cached per file size and modification time, so paging through a large run
@@ -12,6 +15,7 @@ from __future__ import annotations
 
 import json
 import logging
+import math
 import re
 import threading
 from dataclasses import dataclass
@@ -21,15 +25,20 @@ from typing import Any
 from marag.eval.load import RunData, load_run
 from marag.eval.rundir import CONFIG, MANIFEST, METRICS, TRACES
 from marag.eval.summary import score_trace
+from marag.report.training import metrics_rows
 from marag.types import Trace
 
 log = logging.getLogger(__name__)
 
-NAME = re.compile(r"[A-Za-z0-9][A-Za-z0-9._-]{0,127}")
+PART = r"[A-Za-z0-9][A-Za-z0-9._-]{0,127}"
+NAME = re.compile(rf"{PART}(@{PART})?")  # run, or training run @ checkpoint evaluation
 PLOT = re.compile(r"[A-Za-z0-9][A-Za-z0-9._-]{0,127}\.(png|svg|jpg|jpeg)")
 PLOT_DIRS = ("plots", ".")
 FILTERS = ("all", "correct", "incorrect", "failed")
 CACHED_RUNS = 8
+TRAIN_METRICS = "metrics.jsonl"  # a training run's rows, one per iteration
+EVALS = "eval"                   # its checkpoint evaluations, one folder per iteration
+BEST = ("best", "best.json")     # the best checkpoint's record
 
 
 class RunNotFound(LookupError):
@@ -67,18 +76,40 @@ class RunStore:
 
     # ----------------------------------------------------------------- paths
 
-    def path(self, name: str) -> Path:
+    def locate(self, name: str) -> tuple[Path, str]:
+        """The folder of run ``name`` and its kind, ``eval`` or ``train``."""
         if self.root is None:
             raise RunNotFound("this server was started without --runs")
-        if not NAME.fullmatch(name) or name in (".", ".."):
+        if not NAME.fullmatch(name):
             raise RunNotFound(f"invalid run name {name!r}")
-        p = (self.root / name).resolve()
-        if p.parent != self.root or not (p / TRACES).is_file():
+        top, _, evaluation = name.partition("@")
+        p = (self.root / top).resolve()
+        if p.parent != self.root:
             raise RunNotFound(f"no run named {name!r}")
+        if evaluation:
+            if not (p / TRAIN_METRICS).is_file():
+                raise RunNotFound(f"no training run named {top!r}")
+            evals = (p / EVALS).resolve()
+            q = (evals / evaluation).resolve()
+            if q.parent != evals or not evals.is_relative_to(p) or not (q / TRACES).is_file():
+                raise RunNotFound(f"training run {top!r} has no evaluation {evaluation!r}")
+            return q, "eval"
+        if (p / TRACES).is_file():
+            return p, "eval"
+        if (p / TRAIN_METRICS).is_file():
+            return p, "train"
+        raise RunNotFound(f"no run named {name!r}")
+
+    def path(self, name: str) -> Path:
+        """The folder of evaluation run ``name`` (one with questions and traces)."""
+        p, kind = self.locate(name)
+        if kind == "train":
+            raise RunNotFound(f"{name!r} is a training run: its questions are in its checkpoint "
+                              f"evaluations ({name}@iter-NNNNNN)")
         return p
 
     def plot(self, name: str, file: str) -> Path:
-        run = self.path(name)
+        run, _ = self.locate(name)
         if not PLOT.fullmatch(file):
             raise RunNotFound(f"invalid plot name {file!r}")
         for sub in PLOT_DIRS:
@@ -99,15 +130,32 @@ class RunStore:
     # ----------------------------------------------------------------- reading
 
     def names(self) -> list[str]:
+        """Every run's name: the root's runs in name order, each training run followed by
+        its checkpoint evaluations in iteration order."""
         if self.root is None or not self.root.is_dir():
             return []
         out = []
         for d in sorted(self.root.iterdir()):
             try:
-                self.path(d.name)
+                p, kind = self.locate(d.name)
             except RunNotFound:
                 continue
             out.append(d.name)
+            if kind == "train":
+                out += self._evaluations(d.name, p)
+        return out
+
+    def _evaluations(self, name: str, p: Path) -> list[str]:
+        """The names of training run ``name``'s checkpoint evaluations, in iteration order."""
+        if not (p / EVALS).is_dir():
+            return []
+        out = []
+        for e in sorted((p / EVALS).iterdir()):
+            try:
+                self.locate(f"{name}@{e.name}")
+            except RunNotFound:
+                continue
+            out.append(f"{name}@{e.name}")
         return out
 
     def load(self, name: str) -> _Cached:
@@ -130,24 +178,69 @@ class RunStore:
         """One line per run, from its files only (no trace parsing, so the list stays fast)."""
         out = []
         for name in self.names():
-            p = self.root / name  # type: ignore[operator]
+            p, kind = self.locate(name)
+            if kind == "train":
+                out.append(self._train_line(name, p))
+                continue
             manifest = _json(p / MANIFEST)
             metrics = _json(p / METRICS)
             ident = manifest.get("identity", {}) if isinstance(manifest, dict) else {}
             traces = p / TRACES
             out.append({
-                "name": name, "method": ident.get("method"), "dataset": ident.get("dataset"),
-                "n": ident.get("n"), "created": manifest.get("created"),
-                "modified": traces.stat().st_mtime, "finished": _finished(p),
+                "name": name, "kind": "eval", "method": ident.get("method"),
+                "dataset": ident.get("dataset"), "n": ident.get("n"),
+                "created": manifest.get("created"), "modified": traces.stat().st_mtime,
+                "finished": _finished(p),
                 "em": metrics.get("em"), "f1": metrics.get("f1"), "acc": metrics.get("acc"),
             })
         return out
 
+    def _train_line(self, name: str, p: Path) -> dict[str, Any]:
+        rows = metrics_rows(p / TRAIN_METRICS)
+        cfg = _yaml(p / CONFIG)
+        planned = _get(cfg, "train", "iterations")
+        done = int(rows[-1]["iteration"]) if rows else 0
+        evals = [r for r in rows if isinstance(r.get("eval.f1"), int | float)]
+        best = max(evals, key=lambda r: r["eval.f1"]) if evals else None
+        return {
+            "name": name, "kind": "train", "method": _get(cfg, "method", "name"),
+            "dataset": _get(cfg, "train", "eval_dataset"), "n": None,
+            "iterations": done, "planned": planned,
+            "modified": (p / TRAIN_METRICS).stat().st_mtime,
+            "finished": isinstance(planned, int) and done >= planned,
+            "em": None if best is None else best.get("eval.em"),
+            "f1": None if best is None else best["eval.f1"],
+            "acc": None if best is None else best.get("eval.acc"),
+            "best_iteration": None if best is None else best["iteration"],
+            "reward": rows[-1].get("reward") if rows else None,
+        }
+
+    def training(self, name: str) -> dict[str, Any]:
+        """A training run's page: its rows (the curves), config, plots, best checkpoint and
+        the names of its checkpoint evaluations."""
+        p, kind = self.locate(name)
+        if kind != "train":
+            raise RunNotFound(f"{name!r} is not a training run")
+        cfg = p / CONFIG
+        best = _json(p.joinpath(*BEST))
+        line = self._train_line(name, p)
+        return {"name": name, "kind": "train", "method": line["method"],
+                "finished": line["finished"], "iterations": line["iterations"],
+                "planned": line["planned"],
+                "rows": [{k: v for k, v in r.items() if _number(v)}
+                         for r in metrics_rows(p / TRAIN_METRICS)],
+                "evaluations": self._evaluations(name, p),
+                "best": best or None,
+                "config": cfg.read_text(encoding="utf-8") if cfg.is_file() else None,
+                "plots": self.plots(p)}
+
     def info(self, name: str) -> dict[str, Any]:
+        if self.locate(name)[1] == "train":
+            return self.training(name)
         entry = self.load(name)
         p = entry.data.path
         cfg = p / CONFIG
-        return {"name": name, "method": entry.data.method, "manifest": entry.data.manifest,
+        return {"name": name, "kind": "eval", "method": entry.data.method, "manifest": entry.data.manifest,
                 "summary": entry.data.summary, "finished": _finished(p),
                 "config": cfg.read_text(encoding="utf-8") if cfg.is_file() else None,
                 "plots": self.plots(p)}
@@ -184,6 +277,29 @@ def _json(path: Path) -> dict[str, Any]:
     except (OSError, ValueError):
         return {}
     return obj if isinstance(obj, dict) else {}
+
+
+def _yaml(path: Path) -> dict[str, Any]:
+    import yaml
+
+    try:
+        obj = yaml.safe_load(path.read_text(encoding="utf-8"))
+    except (OSError, yaml.YAMLError):
+        return {}
+    return obj if isinstance(obj, dict) else {}
+
+
+def _get(tree: dict[str, Any], *keys: str) -> Any:
+    for k in keys:
+        if not isinstance(tree, dict):
+            return None
+        tree = tree.get(k)  # type: ignore[assignment]
+    return tree
+
+
+def _number(v: Any) -> bool:
+    """A finite number a chart can draw (JSON has no NaN; bools are not numbers here)."""
+    return isinstance(v, int | float) and not isinstance(v, bool) and math.isfinite(v)
 
 
 def _finished(run: Path) -> bool:

@@ -212,17 +212,101 @@ async function loadMethods() {
 
 const runView = { name: null, offset: 0, limit: 25, total: 0, runs: [] };
 
+const pct1 = (x) => (x === null || x === undefined ? "" : (100 * x).toFixed(1));
+
 async function loadRuns() {
   const data = await (await api("/api/runs")).json();
   runView.runs = data.runs;
-  const rows = data.runs.map((r) => el("tr", { class: "clickable run-row", "data-run": r.name, onclick: () => openRun(r.name) },
-    el("td", {}, r.name), el("td", {}, r.method || ""), el("td", {}, r.dataset || ""), el("td", { class: "num" }, r.n ?? ""),
-    el("td", { class: "num" }, r.em === null || r.em === undefined ? "" : (100 * r.em).toFixed(1)),
-    el("td", { class: "num" }, r.f1 === null || r.f1 === undefined ? "" : (100 * r.f1).toFixed(1)),
-    el("td", {}, r.finished ? "finished" : "in progress")));
+  const rows = data.runs.map((r) => {
+    const train = r.kind === "train";
+    const size = train ? `${r.iterations}${r.planned ? " of " + r.planned : ""} iterations` : r.n ?? "";
+    const state = r.finished ? "finished" : "in progress";
+    return el("tr", { class: "clickable run-row" + (train ? " train-row" : ""), "data-run": r.name, onclick: () => openRun(r.name) },
+      el("td", {}, r.name), el("td", {}, train ? "training" : "evaluation"), el("td", {}, r.method || ""),
+      el("td", {}, r.dataset || ""), el("td", { class: "num" }, size),
+      el("td", { class: "num" }, pct1(r.em)), el("td", { class: "num" }, pct1(r.f1)),
+      el("td", {}, train && r.best_iteration ? `${state}; best at ${r.best_iteration}` : state));
+  });
   $("run-list").replaceChildren(el("table", { class: "table" },
-    el("tr", {}, ["run", "method", "dataset", "questions", "EM", "F1", "state"].map((h) => el("th", {}, h))),
-    rows.length ? rows : el("tr", {}, el("td", { colspan: 7 }, "no runs in this server's --runs directory"))));
+    el("tr", {}, ["run", "kind", "method", "dataset", "size", "EM", "F1", "state"].map((h) => el("th", {}, h))),
+    rows.length ? rows : el("tr", {}, el("td", { colspan: 8 }, "no runs in this server's --runs directory"))));
+}
+
+// ------------------------------------------------------------------ training runs
+
+const SVGNS = "http://www.w3.org/2000/svg";
+const COLORS = ["#2563eb", "#ea580c", "#16a34a", "#dc2626", "#7c3aed", "#92400e", "#db2777", "#4b5563"];
+
+function svg(tag, attrs, ...kids) {
+  const e = document.createElementNS(SVGNS, tag);
+  for (const [k, v] of Object.entries(attrs || {})) e.setAttribute(k, v);
+  for (const kid of kids) e.append(kid instanceof Node ? kid : document.createTextNode(String(kid)));
+  return e;
+}
+
+// One line per [key, label] against iteration; a row without the key is a gap in its line (an
+// evaluation every few iterations is drawn as points joined by a line).
+function lineChart(title, rows, keys) {
+  const series = keys.map(([key, label]) => ({ key, label,
+    pts: rows.filter((r) => typeof r[key] === "number").map((r) => [r.iteration, r[key]]) })).filter((s) => s.pts.length);
+  if (!series.length) return null;
+  const W = 440, H = 230, L = 48, R = 10, T = 22, B = 26;
+  const xs = rows.map((r) => r.iteration), ys = series.flatMap((s) => s.pts.map((q) => q[1]));
+  let x0 = Math.min(...xs), x1 = Math.max(...xs);
+  if (x0 === x1) { x0 -= 1; x1 += 1; }
+  let y0 = Math.min(0, ...ys), y1 = Math.max(...ys);
+  if (y0 === y1) y1 = y0 + 1;
+  const sx = (x) => L + ((x - x0) / (x1 - x0)) * (W - L - R);
+  const sy = (y) => H - B - ((y - y0) / (y1 - y0)) * (H - T - B);
+  const tick = (v) => (Math.abs(v) >= 100 ? v.toFixed(0) : Math.abs(v) >= 1 ? v.toFixed(1) : v.toPrecision(2));
+  const chart = svg("svg", { class: "chart", viewBox: `0 0 ${W} ${H}`, width: W, height: H, role: "img", "aria-label": title },
+    svg("text", { x: L, y: 14, class: "chart-title" }, title),
+    svg("line", { x1: L, y1: H - B, x2: W - R, y2: H - B, class: "axis" }),
+    svg("line", { x1: L, y1: T, x2: L, y2: H - B, class: "axis" }),
+    svg("text", { x: L - 4, y: sy(y1) + 4, class: "tick", "text-anchor": "end" }, tick(y1)),
+    svg("text", { x: L - 4, y: sy(y0) + 4, class: "tick", "text-anchor": "end" }, tick(y0)),
+    svg("text", { x: sx(x0), y: H - 8, class: "tick", "text-anchor": "middle" }, x0),
+    svg("text", { x: sx(x1), y: H - 8, class: "tick", "text-anchor": "middle" }, x1));
+  series.forEach((s, i) => {
+    const color = COLORS[i % COLORS.length];
+    chart.append(svg("polyline", { points: s.pts.map(([x, y]) => `${sx(x)},${sy(y)}`).join(" "), fill: "none",
+      stroke: color, "stroke-width": 2, "stroke-dasharray": i % 2 ? "6 3" : "none", "data-key": s.key }));
+    if (s.pts.length <= 40) s.pts.forEach(([x, y]) => chart.append(svg("circle", { cx: sx(x), cy: sy(y), r: 2.5, fill: color })));
+  });
+  const legend = series.map((s, i) => el("span", { class: "legend" },
+    el("span", { class: "swatch", style: `background:${COLORS[i % COLORS.length]}` }), s.label));
+  return el("figure", { class: "chart-box" }, chart, el("figcaption", {}, legend));
+}
+
+function prefixed(rows, prefix) {
+  const keys = [...new Set(rows.flatMap((r) => Object.keys(r).filter((k) => k.startsWith(prefix))))].sort();
+  return keys.map((k) => [k, k.slice(prefix.length)]);
+}
+
+function showTraining(info) {
+  const rows = info.rows;
+  const best = info.best ? ` · best development F1 ${pct1(info.best.score)} at iteration ${info.best.iteration} (best/)` : "";
+  $("train-summary").textContent =
+    `iteration ${info.iterations}${info.planned ? " of " + info.planned : ""}${info.finished ? " (finished)" : " (in progress)"}${best}`;
+  const charts = [
+    lineChart("reward and F1", rows, [["reward", "mean trace reward"], ["f1", "rollout F1"], ["eval.f1", "development F1 (greedy)"]]),
+    lineChart("workflow mix (share of sampled plans)", rows, prefixed(rows, "workflow.")),
+    lineChart("format-valid rate per role", rows, prefixed(rows, "valid.")),
+    lineChart("KL and entropy (per token)", rows, [["kl", "KL to reference"], ["approx_kl", "KL of each update"], ["entropy", "entropy"]]),
+    lineChart("tokens per trace", rows, [["prompt_tokens", "prompt"], ["completion_tokens", "completion"]]),
+    lineChart("seconds per iteration", rows, [["seconds", "whole"], ["seconds.rollout", "rollout"], ["seconds.update", "update"]]),
+  ].filter(Boolean);
+  $("train-charts").replaceChildren(...(charts.length ? charts : [el("div", {}, "no iterations yet")]));
+  const byIter = Object.fromEntries(rows.filter((r) => typeof r["eval.f1"] === "number").map((r) => [r.iteration, r]));
+  const evalRows = info.evaluations.map((name) => {
+    const it = Number(name.split("@iter-")[1]);
+    const r = byIter[it] || {};
+    return el("tr", { class: "clickable eval-row", "data-run": name, onclick: () => openRun(name) },
+      el("td", {}, name), el("td", { class: "num" }, Number.isFinite(it) ? it : ""),
+      el("td", { class: "num" }, pct1(r["eval.em"])), el("td", { class: "num" }, pct1(r["eval.f1"])));
+  });
+  $("train-evals").replaceChildren(el("tr", {}, ["evaluation", "iteration", "EM", "F1"].map((h) => el("th", {}, h))),
+    ...(evalRows.length ? evalRows : [el("tr", {}, el("td", { colspan: 4 }, "no checkpoint evaluations (train.eval_every)"))]));
 }
 
 function metricsTable(s) {
@@ -250,16 +334,21 @@ async function openRun(name) {
   showError("");
   try {
     const info = await (await api(`/api/runs/${encodeURIComponent(name)}`)).json();
+    const train = info.kind === "train";
     runView.name = name; runView.offset = 0;
     $("run-detail").hidden = false;
-    $("run-title").textContent = `${name} — ${info.method}${info.finished ? "" : " (in progress)"}`;
-    $("run-metrics").replaceChildren(metricsTable(info.summary));
+    $("run-title").textContent = `${name} — ${train ? "training, " : ""}${info.method}${info.finished ? "" : " (in progress)"}`;
+    $("run-training").hidden = !train;
+    $("run-questions-part").hidden = train;
+    $("run-metrics").replaceChildren(...(train ? [] : [metricsTable(info.summary)]));
+    if (train) showTraining(info);
     $("run-plots").replaceChildren(...await Promise.all(info.plots.map((f) => plotImage(name, f))));
     $("run-config").hidden = !info.config;
     $("run-config").querySelector("pre").textContent = info.config || "";
-    $("run-compare").replaceChildren(el("option", { value: "" }, "(none)"),
-      ...runView.runs.filter((r) => r.name !== name).map((r) => el("option", { value: r.name }, r.name)));
     $("run-traces").replaceChildren();
+    if (train) return;
+    $("run-compare").replaceChildren(el("option", { value: "" }, "(none)"),
+      ...runView.runs.filter((r) => r.name !== name && r.kind !== "train").map((r) => el("option", { value: r.name }, r.name)));
     await loadQuestions();
   } catch (e) { showError(e.message); }
 }
