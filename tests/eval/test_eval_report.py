@@ -64,6 +64,33 @@ async def test_same_method_on_two_datasets_shares_a_row(tmp_path, nq_questions, 
     assert report.files == [] and report.out_dir is None
 
 
+async def test_pooled_f1_vs_cost_puts_every_run_on_one_plot(tmp_path, nq_questions,
+                                                              ctx_factory):
+    from marag.report.plots import cost_points
+
+    _, llm_only = await _runs(tmp_path / "x", nq_questions[:8], ctx_factory)  # nq_open only
+    llm = ScriptedLLM({"AG": first_title_answer})
+    for name, qs, ds in (("a", nq_questions[:4], "nq_open"), ("b", nq_questions[4:8], "other")):
+        for q in qs:
+            q.dataset = ds
+        await evaluate(qs, tiny_rag, ctx_factory(llm), tmp_path / name, method_name="tiny-rag")
+    report = build_report([tmp_path / "a", tmp_path / "b", llm_only], tmp_path / "r")
+    assert "f1_vs_cost_all.png" in report.files
+    assert (tmp_path / "r" / "f1_vs_cost_all.png").read_bytes()[:8] == PNG
+    rag, _ = report.rows
+    # pooled: one point per run, at the mean over all its questions (both datasets)
+    pooled = cost_points(report.rows, "llm_calls")
+    assert pooled[(round(rag.summary["cost"]["llm_calls"], 9),
+                   round(100 * rag.summary["f1"], 9))] == ["tiny-rag"]
+    assert sum(len(v) for v in pooled.values()) == 2
+    # per dataset: the rag run has a point on each, the llm-only run (nq_open only) on one
+    per = [cost_points(report.rows, "retrieval_calls", d) for d in ("nq_open", "other")]
+    assert [sorted(x for v in p.values() for x in v) for p in per] == [
+        ["no-docs", "tiny-rag"], ["tiny-rag"]]
+    f1s = [100 * rag.summary["datasets"][d]["f1"] for d in ("nq_open", "other")]
+    assert round(100 * rag.summary["f1"], 6) == round(sum(f1s) / 2, 6)  # 4 questions each
+
+
 async def test_report_command_prints_and_writes(tmp_path, nq_questions, ctx_factory, capsys):
     rag, llm_only = await _runs(tmp_path, nq_questions, ctx_factory)
     assert main(["report", str(rag), str(llm_only), "--out", str(tmp_path / "r"),

@@ -1,6 +1,8 @@
 """PNG plots for a comparison report (matplotlib, Agg backend, imported on use).
 
 - ``f1_vs_cost.png``: F1 against each cost metric, one labelled point per method and dataset.
+- ``f1_vs_cost_all.png``: the same with every dataset pooled, one labelled point per method
+  (every run and baseline on one plot).
 - ``workflows.png``: workflow-type shares per method, one stacked-bar panel per dataset.
 - ``role_validity.png``: format-valid rate per role, one bar per method.
 """
@@ -36,9 +38,41 @@ def _pyplot() -> Any:
     return plt
 
 
-def plot_f1_vs_cost(rows: list[Row], path: Path) -> Path:
+def cost_points(rows: list[Row], cost: str, dataset: str | None = None
+                ) -> dict[tuple[float, float], list[str]]:
+    """(mean ``cost`` per question, F1 in %) -> the labels of the rows at that point, over one
+    dataset or, with ``dataset=None``, all pooled. Rows that land on the same point (jade and
+    mao-arag share executors) share one entry, so they get one joint label."""
+    points: dict[tuple[float, float], list[str]] = {}
+    for row in rows:
+        s = row.summary if dataset is None else row.summary["datasets"].get(dataset)
+        if s:
+            key = (round(s["cost"][cost], 9), round(100 * s["f1"], 9))
+            points.setdefault(key, []).append(row.label)
+    return points
+
+
+class _LabelSpacer:
+    """Lifts a point's label above the labels of points already drawn close to it (within 3%
+    of the panel's ranges), so near neighbours stay readable."""
+
+    def __init__(self, points: list[tuple[float, float]]) -> None:
+        xs, ys = [p[0] for p in points] or [0.0], [p[1] for p in points] or [0.0]
+        self.dx = 0.03 * ((max(xs) - min(xs)) or 1.0)
+        self.dy = 0.03 * ((max(ys) - min(ys)) or 1.0)
+        self.done: list[tuple[float, float]] = []
+
+    def crowd(self, x: float, y: float) -> int:
+        n = sum(abs(x - a) <= self.dx and abs(y - b) <= self.dy for a, b in self.done)
+        self.done.append((x, y))
+        return n
+
+
+def plot_f1_vs_cost(rows: list[Row], path: Path, pooled: bool = False) -> Path:
+    """One panel per cost metric; a point per method and dataset, or per method with
+    ``pooled`` (every dataset's questions together)."""
     plt = _pyplot()
-    datasets = datasets_of(rows)
+    groups: list[str | None] = [None] if pooled else list(datasets_of(rows))
     costs = [c for c in PLOT_COSTS
              if c != "money" or any(r.summary["cost"]["money"] for r in rows)]
     ncols = 3 if len(costs) > 4 else 2
@@ -47,32 +81,31 @@ def plot_f1_vs_cost(rows: list[Row], path: Path) -> Path:
     colours = plt.get_cmap("tab10")
     markers = "osD^v<>px*"
     for ax, cost in zip(axes.flat, costs):
-        for di, d in enumerate(datasets):
-            # Methods that land on the same point (jade and mao-arag share executors) get
-            # one joint label instead of overprinted text.
-            points: dict[tuple[float, float], list[str]] = {}
-            for row in rows:
-                ds = row.summary["datasets"].get(d)
-                if ds:
-                    key = (round(ds["cost"][cost], 9), round(100 * ds["f1"], 9))
-                    points.setdefault(key, []).append(row.label)
-            for (x, y), labels in points.items():
+        panel = [(di, d, cost_points(rows, cost, d)) for di, d in enumerate(groups)]
+        placed = _LabelSpacer([xy for _, _, pts in panel for xy in pts])
+        for di, d, pts in panel:
+            for (x, y), labels in pts.items():
                 ax.scatter(x, y, color=colours(di % 10), marker=markers[di % len(markers)],
-                           s=46, label=d)
+                           s=46, label=d or "all questions")
                 ax.annotate(" / ".join(labels), (x, y), textcoords="offset points",
-                            xytext=(4, 4), fontsize=8)
+                            xytext=(4, 4 + 10 * placed.crowd(x, y)), fontsize=8)
         ax.set_xlabel(PLOT_COSTS[cost])
         ax.set_ylabel("F1 (%)")
         ax.grid(alpha=0.3)
         ax.margins(0.15)
     for ax in list(axes.flat)[len(costs):]:
         ax.axis("off")
-    handles, labels = axes.flat[0].get_legend_handles_labels()
-    unique = dict(zip(labels, handles))
-    fig.suptitle("F1 versus cost (one point per method and dataset)", y=0.99)
-    fig.legend(unique.values(), unique.keys(), loc="upper center", ncol=max(len(unique), 1),
-               frameon=False, bbox_to_anchor=(0.5, 0.955), title="dataset")
-    fig.tight_layout(rect=(0, 0, 1, 0.88))
+    if pooled:
+        fig.suptitle("F1 versus cost, every dataset pooled (one point per method)", y=0.98)
+        fig.tight_layout(rect=(0, 0, 1, 0.94))
+    else:
+        handles, labels = axes.flat[0].get_legend_handles_labels()
+        unique = dict(zip(labels, handles))
+        fig.suptitle("F1 versus cost (one point per method and dataset)", y=0.99)
+        fig.legend(unique.values(), unique.keys(), loc="upper center",
+                   ncol=max(len(unique), 1), frameon=False, bbox_to_anchor=(0.5, 0.955),
+                   title="dataset")
+        fig.tight_layout(rect=(0, 0, 1, 0.88))
     fig.savefig(path, dpi=110)
     plt.close(fig)
     return path
@@ -153,8 +186,10 @@ def plot_role_validity(rows: list[Row], path: Path) -> Path:
 def write_plots(rows: list[Row], out_dir: Path) -> list[str]:
     """Write every plot into ``out_dir``; returns the file names written."""
     out_dir.mkdir(parents=True, exist_ok=True)
-    written = [plot_f1_vs_cost(rows, out_dir / "f1_vs_cost.png"),
-               plot_workflows(rows, out_dir / "workflows.png")]
+    written = [plot_f1_vs_cost(rows, out_dir / "f1_vs_cost.png")]
+    if len(datasets_of(rows)) > 1:
+        written.append(plot_f1_vs_cost(rows, out_dir / "f1_vs_cost_all.png", pooled=True))
+    written.append(plot_workflows(rows, out_dir / "workflows.png"))
     if any(set(row.summary["roles"]) - {RETRIEVAL_ROLE} for row in rows):
         written.append(plot_role_validity(rows, out_dir / "role_validity.png"))
     return [p.name for p in written]
