@@ -59,13 +59,15 @@ def register(isub: Any) -> None:
     v.add_argument("--device", default="cpu")
     v.set_defaults(func=run_verify)
 
-    t = isub.add_parser("to-milvus", help="copy a dense index (vectors + passages) into a Milvus collection")
-    t.add_argument("dir", help="dense index directory")
+    t = isub.add_parser("to-milvus", help="copy a dense index (vectors + passages) or a BM25 "
+                        "index (passages, scored by Milvus' BM25) into a Milvus collection")
+    t.add_argument("dir", help="dense or BM25 index directory")
     t.add_argument("--uri", required=True,
                    help="Milvus Lite file (./marag.db) or server URI (http://host:19530)")
     t.add_argument("--collection", default="marag")
     t.add_argument("--index-type", default="FLAT",
-                   help="Milvus index: FLAT, IVF_FLAT, IVF_SQ8, IVF_PQ, HNSW... (default FLAT)")
+                   help="dense: the Milvus index, FLAT, IVF_FLAT, IVF_SQ8, IVF_PQ, HNSW... "
+                        "(default FLAT); a BM25 collection gets a sparse inverted index")
     t.add_argument("--nlist", type=int, default=None)
     t.add_argument("--batch", type=int, default=2048, help="rows per insert")
     t.add_argument("--token-env", default=None, help="environment variable holding the token")
