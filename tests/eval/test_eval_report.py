@@ -77,18 +77,25 @@ async def test_pooled_f1_vs_cost_puts_every_run_on_one_plot(tmp_path, nq_questio
     report = build_report([tmp_path / "a", tmp_path / "b", llm_only], tmp_path / "r")
     assert "f1_vs_cost_all.png" in report.files
     assert (tmp_path / "r" / "f1_vs_cost_all.png").read_bytes()[:8] == PNG
-    rag, _ = report.rows
-    # pooled: one point per run, at the mean over all its questions (both datasets)
+    rag, none = report.rows
+    # pooled over the datasets every run has (nq_open): the rag run's "other" questions are
+    # left out, so both points stand on the same questions
     pooled = cost_points(report.rows, "llm_calls")
-    assert pooled[(round(rag.summary["cost"]["llm_calls"], 9),
-                   round(100 * rag.summary["f1"], 9))] == ["tiny-rag"]
+    nq = rag.summary["datasets"]["nq_open"]
+    assert pooled[(round(nq["cost"]["llm_calls"], 9), round(100 * nq["f1"], 9))] == ["tiny-rag"]
     assert sum(len(v) for v in pooled.values()) == 2
+    assert rag.summary["f1"] != nq["f1"]  # its pooled point is not its own mean over both
     # per dataset: the rag run has a point on each, the llm-only run (nq_open only) on one
     per = [cost_points(report.rows, "retrieval_calls", d) for d in ("nq_open", "other")]
     assert [sorted(x for v in p.values() for x in v) for p in per] == [
         ["no-docs", "tiny-rag"], ["tiny-rag"]]
-    f1s = [100 * rag.summary["datasets"][d]["f1"] for d in ("nq_open", "other")]
-    assert round(100 * rag.summary["f1"], 6) == round(sum(f1s) / 2, 6)  # 4 questions each
+    # runs over the same datasets: the pooled point is each run's own overall mean
+    same = build_report([tmp_path / "a", tmp_path / "b"], None).rows
+    (only,) = same
+    assert cost_points(same, "llm_calls") == {
+        (round(only.summary["cost"]["llm_calls"], 9), round(100 * only.summary["f1"], 9)):
+        ["tiny-rag"]}
+    assert none.label == "no-docs"
 
 
 async def test_report_command_prints_and_writes(tmp_path, nq_questions, ctx_factory, capsys):

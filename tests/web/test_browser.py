@@ -127,8 +127,18 @@ def test_ask_and_browse_runs(browser, index_dir, runs_dir, live_server):
 
 
 def test_a_training_run_shows_its_curves_and_opens_its_evaluations(browser, index_dir,
-                                                                    train_runs_dir, live_server):
-    app = create_app(make_ctx(team(), index_dir), ServeSettings(runs=train_runs_dir))
+                                                                    train_runs_dir, live_server,
+                                                                    tmp_path):
+    import json
+
+    root = tmp_path / "runs"
+    shutil.copytree(train_runs_dir, root)
+    metrics = root / "tiny-train" / "metrics.jsonl"
+    rows = [json.loads(x) for x in metrics.read_text().splitlines()]
+    rows[0]["workflow.AG"] = 0.5  # not sampled at iteration 2: a share of 0 there
+    rows[1]["valid.QR"] = 1.0     # QR ran at iteration 2 only: no line before it
+    metrics.write_text("".join(json.dumps(r) + "\n" for r in rows))
+    app = create_app(make_ctx(team(), index_dir), ServeSettings(runs=root))
     with live_server(app) as srv:
         d = browser
         d.get(srv.url + "/#runs")
@@ -138,13 +148,18 @@ def test_a_training_run_shows_its_curves_and_opens_its_evaluations(browser, inde
         assert "iteration 2 of 2 (finished)" in d.find_element(By.ID, "train-summary").text
         titles = [e.get_attribute("aria-label")
                   for e in d.find_elements(By.CSS_SELECTOR, "#train-charts svg.chart")]
-        assert titles[:3] == ["reward and F1", "workflow mix (share of sampled plans)",
+        dev = "development F1 (greedy, each checkpoint evaluation)"
+        assert titles[:4] == ["reward and F1", dev, "workflow mix (share of sampled plans)",
                               "format-valid rate per role"]
         # one line per series, each through both iterations (the evaluation too)
         lines = d.find_elements(By.CSS_SELECTOR, "#train-charts svg.chart polyline")
-        keys = [e.get_attribute("data-key") for e in lines]
-        assert {"reward", "f1", "eval.f1", "workflow.R,AG", "valid.AG"} <= set(keys)
-        assert all(len(e.get_attribute("points").split()) == 2 for e in lines)
+        points = {e.get_attribute("data-key"): e.get_attribute("points").split() for e in lines}
+        assert {"reward", "f1", "eval.f1", "workflow.R,AG", "valid.AG"} <= set(points)
+        assert all(len(v) == 2 for k, v in points.items() if k != "valid.QR")
+        assert len(points["valid.QR"]) == 1
+        y_ag = [float(p.split(",")[1]) for p in points["workflow.AG"]]
+        y_rag = [float(p.split(",")[1]) for p in points["workflow.R,AG"]]
+        assert y_ag[1] > y_ag[0] and y_ag[1] > y_rag[1]  # 0% at iteration 2: on the axis
         assert d.find_element(By.ID, "run-questions-part").is_displayed() is False
         # a checkpoint evaluation opens as an evaluation run with its questions
         d.find_element(By.CSS_SELECTOR, '#train-evals [data-run="tiny-train@iter-000002"]').click()

@@ -363,6 +363,9 @@ def test_a_training_run_lists_its_curves_and_checkpoint_evaluations(train_runs_d
                                              "tiny-train@iter-000002", "vanilla-team"]
         line = {r["name"]: r for r in runs}["tiny-train"]
         assert line["kind"] == "train" and line["method"] == "vanilla"
+        ckpt = {r["name"]: r for r in runs}["tiny-train@iter-000002"]
+        assert ckpt["kind"] == "eval" and ckpt["parent"] == "tiny-train"
+        assert ckpt["iteration"] == 2 and ckpt["n"] == 2
         assert line["iterations"] == 2 == line["planned"] and line["finished"]
         rows = [json.loads(x) for x in
                 (train_runs_dir / "tiny-train" / "metrics.jsonl").read_text().splitlines()]
@@ -406,6 +409,38 @@ def test_a_training_run_being_written(train_runs_dir, tmp_path):
         assert info["evaluations"] == ["live@iter-000001"]
 
 
+def _rewrite_rows(run: Path, rows: list[Any], extra: str = "") -> None:
+    (run / "metrics.jsonl").write_text(
+        "".join(json.dumps(r) + "\n" for r in rows) + extra, encoding="utf-8")
+
+
+def test_the_best_checkpoint_and_odd_rows(train_runs_dir, tmp_path):
+    root = tmp_path / "runs"
+    shutil.copytree(train_runs_dir / "tiny-train", root / "t")
+    shutil.copytree(train_runs_dir / "vanilla-team", root / "v")
+    base = json.loads((root / "t" / "metrics.jsonl").read_text().splitlines()[0])
+    f1s = [float("nan"), 0.2, 0.5, 0.3]  # a NaN evaluation is not the best one
+    rows: list[Any] = [{**base, "iteration": i + 1, "eval.f1": f, "eval.em": f / 2}
+                       for i, f in enumerate(f1s)]
+    rows += [None, [1, 2], {"iteration": "five"}, {"reward": 1.0}]  # skipped, not fatal
+    _rewrite_rows(root / "t", rows, '{"iteration": 6, "rew')  # and a torn last line
+    with client(runs=root) as c:
+        line = {r["name"]: r for r in c.get("/api/runs").json()["runs"]}["t"]
+        assert line["best_iteration"] == 3 and line["f1"] == 0.5 and line["em"] == 0.25
+        assert line["iterations"] == 4
+        info = c.get("/api/runs/t").json()
+        assert [r["iteration"] for r in info["rows"]] == [1, 2, 3, 4]
+        assert "eval.f1" not in info["rows"][0]  # NaN dropped: JSON has none
+    # a config that is not UTF-8 and metrics that are not either: listed, never a 500
+    (root / "t" / "config.yaml").write_bytes(b"\xff\xfe method: {name: x}")
+    (root / "t" / "metrics.jsonl").write_bytes(b'{"iteration": 1, "reward": 0.5}\n\xff\n')
+    with client(runs=root) as c:
+        runs = {r["name"]: r for r in c.get("/api/runs").json()["runs"]}
+        assert runs["t"]["method"] is None and runs["t"]["planned"] is None
+        assert runs["t"]["iterations"] == 1 and runs["v"]["kind"] == "eval"
+        assert c.get("/api/runs/t").status_code == 200
+
+
 def test_checkpoint_evaluation_names_cannot_leave_the_run(train_runs_dir, tmp_path):
     root = tmp_path / "runs"
     shutil.copytree(train_runs_dir / "tiny-train", root / "t")
@@ -414,9 +449,17 @@ def test_checkpoint_evaluation_names_cannot_leave_the_run(train_runs_dir, tmp_pa
     shutil.copytree(train_runs_dir / "vanilla-team", outside)
     os.symlink(outside, root / "t" / "eval" / "iter-000009")  # an evaluation linked out
     os.symlink(root / "v", root / "t" / "eval" / "iter-000008")  # elsewhere in the root
+    # a training run whose whole eval/ folder links to another run's, outside the root
+    other = tmp_path / "other"
+    shutil.copytree(train_runs_dir / "tiny-train", other)
+    shutil.copytree(train_runs_dir / "tiny-train", root / "u")
+    shutil.rmtree(root / "u" / "eval")
+    os.symlink(other / "eval", root / "u" / "eval")
     with client(runs=root) as c:
         assert [r["name"] for r in c.get("/api/runs").json()["runs"]] == [
-            "t", "t@iter-000001", "t@iter-000002", "v"]
+            "t", "t@iter-000001", "t@iter-000002", "u", "v"]
+        assert c.get("/api/runs/u").json()["evaluations"] == []
+        assert c.get("/api/runs/u@iter-000001").status_code == 404
         for name in ("t@iter-000009", "t@iter-000008", "v@iter-000001", "t@..", "t@%2e%2e",
                      "t@iter-000001@x", "t@", "@iter-000001", "t@eval", "nope@iter-000001"):
             for path in (f"/api/runs/{name}", f"/api/runs/{name}/traces"):

@@ -1,8 +1,8 @@
 """PNG plots for a comparison report (matplotlib, Agg backend, imported on use).
 
 - ``f1_vs_cost.png``: F1 against each cost metric, one labelled point per method and dataset.
-- ``f1_vs_cost_all.png``: the same with every dataset pooled, one labelled point per method
-  (every run and baseline on one plot).
+- ``f1_vs_cost_all.png``: the same with the datasets every run has pooled, one labelled point
+  per method (every run and baseline on one plot).
 - ``workflows.png``: workflow-type shares per method, one stacked-bar panel per dataset.
 - ``role_validity.png``: format-valid rate per role, one bar per method.
 """
@@ -38,15 +38,35 @@ def _pyplot() -> Any:
     return plt
 
 
+def common_datasets(rows: list[Row]) -> list[str]:
+    """The datasets every row has questions of."""
+    return [d for d in datasets_of(rows) if all(d in r.summary["datasets"] for r in rows)]
+
+
+def pooled_summaries(rows: list[Row]) -> list[dict[str, Any]]:
+    """Each row's summary over the datasets every row has, so pooled points compare the
+    same kinds of questions (a run that also covers a harder dataset is not pulled down
+    against one that does not); the row's own summary when they all cover the same ones."""
+    from marag.eval.summary import summarize
+
+    common = common_datasets(rows)
+    if all(list(r.summary["datasets"]) == common for r in rows):
+        return [r.summary for r in rows]
+    return [summarize(t for t in r.traces if (t.dataset or "unknown") in common)
+            for r in rows]
+
+
 def cost_points(rows: list[Row], cost: str, dataset: str | None = None
                 ) -> dict[tuple[float, float], list[str]]:
     """(mean ``cost`` per question, F1 in %) -> the labels of the rows at that point, over one
-    dataset or, with ``dataset=None``, all pooled. Rows that land on the same point (jade and
-    mao-arag share executors) share one entry, so they get one joint label."""
+    dataset or, with ``dataset=None``, pooled over the datasets every row has
+    (``pooled_summaries``). Rows that land on the same point (jade and mao-arag share
+    executors) share one entry, so they get one joint label."""
+    summaries = (pooled_summaries(rows) if dataset is None
+                 else [r.summary["datasets"].get(dataset) for r in rows])
     points: dict[tuple[float, float], list[str]] = {}
-    for row in rows:
-        s = row.summary if dataset is None else row.summary["datasets"].get(dataset)
-        if s:
+    for row, s in zip(rows, summaries, strict=True):
+        if s and s.get("n"):
             key = (round(s["cost"][cost], 9), round(100 * s["f1"], 9))
             points.setdefault(key, []).append(row.label)
     return points
@@ -96,7 +116,10 @@ def plot_f1_vs_cost(rows: list[Row], path: Path, pooled: bool = False) -> Path:
     for ax in list(axes.flat)[len(costs):]:
         ax.axis("off")
     if pooled:
-        fig.suptitle("F1 versus cost, every dataset pooled (one point per method)", y=0.98)
+        common = common_datasets(rows)
+        fig.suptitle("F1 versus cost, one point per method, questions of "
+                     + (", ".join(common) if common else "no dataset every run has")
+                     + " pooled", y=0.98)
         fig.tight_layout(rect=(0, 0, 1, 0.94))
     else:
         handles, labels = axes.flat[0].get_legend_handles_labels()

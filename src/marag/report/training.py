@@ -14,13 +14,17 @@ from marag.report.plots import _pyplot
 
 def metrics_rows(path: Path) -> list[dict[str, Any]]:
     """The rows of a ``metrics.jsonl``; a torn last line (a run killed mid-write, or still
-    being written) ends the list."""
+    being written) ends the list, and a line that is not an object with an integer
+    ``iteration`` is skipped."""
     rows = []
-    for line in path.read_text().splitlines():
+    for line in path.read_bytes().decode("utf-8", errors="replace").splitlines():
         try:
-            rows.append(json.loads(line))
+            row = json.loads(line)
         except json.JSONDecodeError:
             break
+        if isinstance(row, dict) and isinstance(row.get("iteration"), int) \
+                and not isinstance(row["iteration"], bool):
+            rows.append(row)
     return rows
 
 

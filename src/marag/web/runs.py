@@ -175,44 +175,70 @@ class RunStore:
         return entry
 
     def listing(self) -> list[dict[str, Any]]:
-        """One line per run, from its files only (no trace parsing, so the list stays fast)."""
+        """One line per run, from its files only (no trace parsing, so the list stays fast).
+
+        Every line: ``name``, ``kind`` (``eval`` or ``train``), ``method``, ``finished``,
+        ``modified``, ``em``/``f1``/``acc``. An evaluation run adds ``dataset``, ``n``,
+        ``created``, and for a checkpoint evaluation ``parent`` (its training run) and
+        ``iteration``. A training run adds ``iterations`` (done), ``planned``,
+        ``eval_dataset``, ``reward`` (the last iteration's) and ``best_iteration``; its
+        ``em``/``f1``/``acc`` are its best development evaluation's. A run that vanishes
+        while listed is left out; one whose files cannot be read is listed with ``error``.
+        """
         out = []
         for name in self.names():
-            p, kind = self.locate(name)
-            if kind == "train":
-                out.append(self._train_line(name, p))
+            try:
+                p, kind = self.locate(name)
+                out.append(self._train_line(name, p) if kind == "train"
+                           else self._eval_line(name, p))
+            except RunNotFound:
                 continue
-            manifest = _json(p / MANIFEST)
-            metrics = _json(p / METRICS)
-            ident = manifest.get("identity", {}) if isinstance(manifest, dict) else {}
-            traces = p / TRACES
-            out.append({
-                "name": name, "kind": "eval", "method": ident.get("method"),
-                "dataset": ident.get("dataset"), "n": ident.get("n"),
-                "created": manifest.get("created"), "modified": traces.stat().st_mtime,
-                "finished": _finished(p),
-                "em": metrics.get("em"), "f1": metrics.get("f1"), "acc": metrics.get("acc"),
-            })
+            except (OSError, ValueError, TypeError, KeyError) as e:
+                log.warning("run %s: %r", name, e)
+                out.append({"name": name, "kind": None, "error": f"{type(e).__name__}: {e}"})
         return out
 
-    def _train_line(self, name: str, p: Path) -> dict[str, Any]:
-        rows = metrics_rows(p / TRAIN_METRICS)
+    def _eval_line(self, name: str, p: Path) -> dict[str, Any]:
+        manifest = _json(p / MANIFEST)
+        metrics = _json(p / METRICS)
+        ident = manifest.get("identity", {}) if isinstance(manifest, dict) else {}
+        parent, _, evaluation = name.partition("@")
+        line = {
+            "name": name, "kind": "eval", "method": ident.get("method"),
+            "dataset": ident.get("dataset"), "n": ident.get("n"),
+            "created": manifest.get("created"), "modified": (p / TRACES).stat().st_mtime,
+            "finished": _finished(p),
+            "em": metrics.get("em"), "f1": metrics.get("f1"), "acc": metrics.get("acc"),
+        }
+        if evaluation:
+            digits = evaluation.rpartition("-")[2]
+            line.update(parent=parent, iteration=int(digits) if digits.isdigit() else None)
+        return line
+
+    def _train_line(self, name: str, p: Path,
+                    rows: list[dict[str, Any]] | None = None) -> dict[str, Any]:
+        rows = metrics_rows(p / TRAIN_METRICS) if rows is None else rows
         cfg = _yaml(p / CONFIG)
         planned = _get(cfg, "train", "iterations")
-        done = int(rows[-1]["iteration"]) if rows else 0
-        evals = [r for r in rows if isinstance(r.get("eval.f1"), int | float)]
+        planned = planned if isinstance(planned, int) and not isinstance(planned, bool) else None
+        done = rows[-1]["iteration"] if rows else 0
+        evals = [r for r in rows if _number(r.get("eval.f1"))]
         best = max(evals, key=lambda r: r["eval.f1"]) if evals else None
+
+        def best_of(key: str) -> Any:
+            v = None if best is None else best.get(key)
+            return v if _number(v) else None
+
+        reward = rows[-1].get("reward") if rows else None
         return {
             "name": name, "kind": "train", "method": _get(cfg, "method", "name"),
-            "dataset": _get(cfg, "train", "eval_dataset"), "n": None,
+            "eval_dataset": _get(cfg, "train", "eval_dataset"),
             "iterations": done, "planned": planned,
             "modified": (p / TRAIN_METRICS).stat().st_mtime,
-            "finished": isinstance(planned, int) and done >= planned,
-            "em": None if best is None else best.get("eval.em"),
-            "f1": None if best is None else best["eval.f1"],
-            "acc": None if best is None else best.get("eval.acc"),
+            "finished": planned is not None and done >= planned,
+            "em": best_of("eval.em"), "f1": best_of("eval.f1"), "acc": best_of("eval.acc"),
             "best_iteration": None if best is None else best["iteration"],
-            "reward": rows[-1].get("reward") if rows else None,
+            "reward": reward if _number(reward) else None,
         }
 
     def training(self, name: str) -> dict[str, Any]:
@@ -223,16 +249,18 @@ class RunStore:
             raise RunNotFound(f"{name!r} is not a training run")
         cfg = p / CONFIG
         best = _json(p.joinpath(*BEST))
-        line = self._train_line(name, p)
+        rows = metrics_rows(p / TRAIN_METRICS)  # read once: the run may be appending
+        line = self._train_line(name, p, rows)
+        try:
+            config = cfg.read_text(encoding="utf-8") if cfg.is_file() else None
+        except (OSError, ValueError):
+            config = None
         return {"name": name, "kind": "train", "method": line["method"],
                 "finished": line["finished"], "iterations": line["iterations"],
                 "planned": line["planned"],
-                "rows": [{k: v for k, v in r.items() if _number(v)}
-                         for r in metrics_rows(p / TRAIN_METRICS)],
+                "rows": [{k: v for k, v in r.items() if _number(v)} for r in rows],
                 "evaluations": self._evaluations(name, p),
-                "best": best or None,
-                "config": cfg.read_text(encoding="utf-8") if cfg.is_file() else None,
-                "plots": self.plots(p)}
+                "best": best or None, "config": config, "plots": self.plots(p)}
 
     def info(self, name: str) -> dict[str, Any]:
         if self.locate(name)[1] == "train":
@@ -284,7 +312,7 @@ def _yaml(path: Path) -> dict[str, Any]:
 
     try:
         obj = yaml.safe_load(path.read_text(encoding="utf-8"))
-    except (OSError, yaml.YAMLError):
+    except (OSError, ValueError, yaml.YAMLError):  # ValueError: not UTF-8
         return {}
     return obj if isinstance(obj, dict) else {}
 

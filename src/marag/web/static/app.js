@@ -218,12 +218,14 @@ async function loadRuns() {
   const data = await (await api("/api/runs")).json();
   runView.runs = data.runs;
   const rows = data.runs.map((r) => {
+    if (r.error) return el("tr", { class: "run-row", "data-run": r.name }, el("td", {}, r.name),
+      el("td", { colspan: 7, class: "failed" }, `cannot be read: ${r.error}`));
     const train = r.kind === "train";
     const size = train ? `${r.iterations}${r.planned ? " of " + r.planned : ""} iterations` : r.n ?? "";
     const state = r.finished ? "finished" : "in progress";
     return el("tr", { class: "clickable run-row" + (train ? " train-row" : ""), "data-run": r.name, onclick: () => openRun(r.name) },
       el("td", {}, r.name), el("td", {}, train ? "training" : "evaluation"), el("td", {}, r.method || ""),
-      el("td", {}, r.dataset || ""), el("td", { class: "num" }, size),
+      el("td", {}, r.dataset || r.eval_dataset || ""), el("td", { class: "num" }, size),
       el("td", { class: "num" }, pct1(r.em)), el("td", { class: "num" }, pct1(r.f1)),
       el("td", {}, train && r.best_iteration ? `${state}; best at ${r.best_iteration}` : state));
   });
@@ -244,17 +246,21 @@ function svg(tag, attrs, ...kids) {
   return e;
 }
 
-// One line per [key, label] against iteration; a row without the key is a gap in its line (an
-// evaluation every few iterations is drawn as points joined by a line).
-function lineChart(title, rows, keys) {
-  const series = keys.map(([key, label]) => ({ key, label,
-    pts: rows.filter((r) => typeof r[key] === "number").map((r) => [r.iteration, r[key]]) })).filter((s) => s.pts.length);
+// One line per [key, label] against iteration. A row without the key is, by `missing`:
+// "gap" (a break in the line: a role that did not run), "join" (skipped: an evaluation every
+// few iterations, its points joined), or "zero" (a workflow not sampled that iteration).
+function lineChart(title, rows, keys, missing = "gap") {
+  rows = rows.filter((r) => typeof r.iteration === "number");
+  const series = keys.map(([key, label]) => {
+    const pts = rows.map((r) => [r.iteration, typeof r[key] === "number" ? r[key] : missing === "zero" ? 0 : null]);
+    return { key, label, pts: missing === "join" ? pts.filter((q) => q[1] !== null) : pts };
+  }).filter((s) => s.pts.some((q) => q[1] !== null));
   if (!series.length) return null;
   const W = 440, H = 230, L = 48, R = 10, T = 22, B = 26;
-  const xs = rows.map((r) => r.iteration), ys = series.flatMap((s) => s.pts.map((q) => q[1]));
-  let x0 = Math.min(...xs), x1 = Math.max(...xs);
+  const xs = rows.map((r) => r.iteration), ys = series.flatMap((s) => s.pts.filter((q) => q[1] !== null).map((q) => q[1]));
+  let x0 = xs.reduce((a, b) => Math.min(a, b)), x1 = xs.reduce((a, b) => Math.max(a, b));
   if (x0 === x1) { x0 -= 1; x1 += 1; }
-  let y0 = Math.min(0, ...ys), y1 = Math.max(...ys);
+  let y0 = Math.min(0, ys.reduce((a, b) => Math.min(a, b))), y1 = Math.max(0, ys.reduce((a, b) => Math.max(a, b)));
   if (y0 === y1) y1 = y0 + 1;
   const sx = (x) => L + ((x - x0) / (x1 - x0)) * (W - L - R);
   const sy = (y) => H - B - ((y - y0) / (y1 - y0)) * (H - T - B);
@@ -269,9 +275,17 @@ function lineChart(title, rows, keys) {
     svg("text", { x: sx(x1), y: H - 8, class: "tick", "text-anchor": "middle" }, x1));
   series.forEach((s, i) => {
     const color = COLORS[i % COLORS.length];
-    chart.append(svg("polyline", { points: s.pts.map(([x, y]) => `${sx(x)},${sy(y)}`).join(" "), fill: "none",
-      stroke: color, "stroke-width": 2, "stroke-dasharray": i % 2 ? "6 3" : "none", "data-key": s.key }));
-    if (s.pts.length <= 40) s.pts.forEach(([x, y]) => chart.append(svg("circle", { cx: sx(x), cy: sy(y), r: 2.5, fill: color })));
+    const segments = [[]];
+    for (const q of s.pts) {
+      if (q[1] === null) { if (segments[segments.length - 1].length) segments.push([]); }
+      else segments[segments.length - 1].push(q);
+    }
+    for (const seg of segments.filter((g) => g.length)) {
+      chart.append(svg("polyline", { points: seg.map(([x, y]) => `${sx(x)},${sy(y)}`).join(" "), fill: "none",
+        stroke: color, "stroke-width": 2, "stroke-dasharray": i % 2 ? "6 3" : "none", "data-key": s.key }));
+    }
+    const drawn = s.pts.filter((q) => q[1] !== null);
+    if (drawn.length <= 40) drawn.forEach(([x, y]) => chart.append(svg("circle", { cx: sx(x), cy: sy(y), r: 2.5, fill: color })));
   });
   const legend = series.map((s, i) => el("span", { class: "legend" },
     el("span", { class: "swatch", style: `background:${COLORS[i % COLORS.length]}` }), s.label));
@@ -289,8 +303,9 @@ function showTraining(info) {
   $("train-summary").textContent =
     `iteration ${info.iterations}${info.planned ? " of " + info.planned : ""}${info.finished ? " (finished)" : " (in progress)"}${best}`;
   const charts = [
-    lineChart("reward and F1", rows, [["reward", "mean trace reward"], ["f1", "rollout F1"], ["eval.f1", "development F1 (greedy)"]]),
-    lineChart("workflow mix (share of sampled plans)", rows, prefixed(rows, "workflow.")),
+    lineChart("reward and F1", rows, [["reward", "mean trace reward"], ["f1", "rollout F1"]]),
+    lineChart("development F1 (greedy, each checkpoint evaluation)", rows, [["eval.f1", "F1"], ["eval.em", "EM"]], "join"),
+    lineChart("workflow mix (share of sampled plans)", rows, prefixed(rows, "workflow."), "zero"),
     lineChart("format-valid rate per role", rows, prefixed(rows, "valid.")),
     lineChart("KL and entropy (per token)", rows, [["kl", "KL to reference"], ["approx_kl", "KL of each update"], ["entropy", "entropy"]]),
     lineChart("tokens per trace", rows, [["prompt_tokens", "prompt"], ["completion_tokens", "completion"]]),
@@ -337,7 +352,7 @@ async function openRun(name) {
     const train = info.kind === "train";
     runView.name = name; runView.offset = 0;
     $("run-detail").hidden = false;
-    $("run-title").textContent = `${name} — ${train ? "training, " : ""}${info.method}${info.finished ? "" : " (in progress)"}`;
+    $("run-title").textContent = `${name} — ${train ? "training, " : ""}${info.method || "method unknown"}${info.finished ? "" : " (in progress)"}`;
     $("run-training").hidden = !train;
     $("run-questions-part").hidden = train;
     $("run-metrics").replaceChildren(...(train ? [] : [metricsTable(info.summary)]));
