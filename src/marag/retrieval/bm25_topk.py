@@ -8,25 +8,34 @@ that time goes to the long lists of common, low-idf terms, which rarely decide t
 ``Postings.top`` visits terms from the largest possible contribution (the maximum of the
 term's column) down. Once the k-th best partial score among the passages seen so far
 exceeds what all unvisited terms together could add, no unseen passage can reach the
-top-k, so the long lists are never scanned. The passages still in reach get their exact
-scores by looking them up (binary search) in every query term's list, adding in the query's
-token order in float32, the same additions as the plain way: scores are bit-identical and
-ties are ordered the same (lower row first). Bounds are compared with a margin, so rounding
-can only make the pruning more cautious, never drop a passage that belongs in the top-k.
+top-k, so the long lists are never added up. The passages still in reach get their exact
+scores from every query term's list (a binary search per passage in a long list, a scatter
+through the scratch array in a short one), added in the query's token order in float32, the
+same additions as the plain way: scores are bit-identical and ties are ordered the same
+(lower row first). Bounds are compared with a slack that grows with the query's length, so
+rounding can only make the pruning more cautious, never drop a passage of the top-k.
 
-It applies when every entry of the query's columns is positive (BM25's Lucene variant; the
-Robertson idf can be negative) and each column's rows are ascending (marag's builder writes
-them so; a column found otherwise falls back to the plain way).
+The scratch array (one float32 per passage) is all zeros between queries, and while a query
+runs zero means "not seen yet", which is why pruning needs every entry of the query's
+columns positive (BM25's Lucene variant; Robertson's idf can be negative) and finite, and
+each column's rows ascending (marag's builder writes them so). A query whose columns do not
+qualify or whose lists are short (a small corpus) is scored the plain way, and so is one
+that would have to add up more than a quarter of its entries before the rest can be ruled
+out (checked as it goes), so a query that cannot be pruned costs at most ~1.25x the plain
+way.
 """
 
 from __future__ import annotations
 
+import math
 import threading
 
 import numpy as np
 
-MARGIN = 1e-4  # relative slack on bounds: far above float32 rounding of a few additions
-LOOKUP_COST = 16  # a binary search in a column against adding one of its entries
+MARGIN = 1e-4        # relative slack on bounds, plus 2^-23 per added term (rounding)
+SMALL = 20_000       # posting entries below which scoring everything is cheaper
+GIVE_UP = 0.25       # most of the entries a pruned search may add up before giving up
+FLOAT32_LIMIT = float(np.finfo(np.float32).max) / 2
 
 
 def top_hits(scores: np.ndarray, k: int, rows: np.ndarray | None = None
@@ -61,13 +70,16 @@ def top_hits(scores: np.ndarray, k: int, rows: np.ndarray | None = None
 
 class Postings:
     """A BM25 score matrix in CSC form (bm25s's ``data``/``indices``/``indptr``), searched
-    for the exact top-k. Thread-safe: per-thread work arrays, shared read-only caches."""
+    for the exact top-k. Thread-safe: scratch arrays come from a pool (one per search in
+    flight, kept for reuse), bounds are cached per term (a race computes one twice)."""
 
     def __init__(self, data: np.ndarray, rows: np.ndarray, indptr: np.ndarray,
-                 num_docs: int) -> None:
+                 num_docs: int, small: int = SMALL) -> None:
         self.data, self.rows, self.indptr, self.num_docs = data, rows, indptr, num_docs
+        self.small = small
         self._bounds: dict[int, tuple[float, bool]] = {}  # term -> (max, prunable)
-        self._lock = threading.Lock()
+        self._pool: list[np.ndarray] = []
+        self._pool_lock = threading.Lock()
         self._local = threading.local()
 
     def column(self, t: int) -> tuple[np.ndarray, np.ndarray]:
@@ -75,19 +87,25 @@ class Postings:
         return self.rows[lo:hi], self.data[lo:hi]
 
     def bound(self, t: int) -> tuple[float, bool]:
-        """The column's largest entry, and whether pruning may use it (every entry positive,
-        rows ascending); computed once per term, on first use."""
+        """The column's largest entry, and whether pruning may use it (every entry positive
+        and finite, rows ascending); computed on first use."""
         hit = self._bounds.get(t)
         if hit is None:
             rows, data = self.column(t)
             if len(data) == 0:
                 hit = (0.0, True)
             else:
-                ok = bool(data.min() > 0) and bool(np.all(rows[1:] > rows[:-1]))
-                hit = (float(data.max()), ok)
-            with self._lock:
-                self._bounds[t] = hit
+                top = float(data.max())
+                ok = (bool(data.min() > 0) and math.isfinite(top)
+                      and bool(np.all(rows[1:] > rows[:-1])))
+                hit = (top, ok)
+            self._bounds[t] = hit
         return hit
+
+    def visited(self) -> int:
+        """Posting entries this thread's last ``top`` added up in full (the lists it only
+        looked candidates up in are not counted)."""
+        return int(getattr(self._local, "visited", 0))
 
     def exhaustive(self, token_ids: list[int]) -> np.ndarray:
         """Every passage's score; float32 adds in bm25s's order, so bit-identical.
@@ -101,81 +119,97 @@ class Postings:
             scores[rows] += data
         return scores
 
-    def visited(self) -> int:
-        """Posting entries the last pruned ``top`` of this thread added up in full (the
-        columns it looked candidates up in are not counted)."""
-        return int(getattr(self._local, "visited", 0))
-
-    def _buffer(self) -> np.ndarray:
-        buf = getattr(self._local, "buf", None)
-        if buf is None:  # zero between queries: only the entries a query touched are reset
-            buf = self._local.buf = np.zeros(self.num_docs, dtype=np.float32)
-        return buf
-
     def top(self, token_ids: list[int], k: int) -> tuple[np.ndarray, np.ndarray]:
         """Rows and scores of the ``k`` best passages (as ``top_hits(exhaustive(ids), k)``)."""
+        self._local.visited = 0
+        if k <= 0:
+            return np.empty(0, np.int64), np.empty(0, np.float32)
         terms = sorted(set(token_ids))
+        total = sum(int(self.indptr[t + 1] - self.indptr[t]) for t in token_ids)
         bounds = {t: self.bound(t) for t in terms}
-        if k <= 0 or not all(ok for _, ok in bounds.values()):
+        reach = sum(bounds[t][0] for t in token_ids)  # the largest score any passage can get
+        if total < self.small or not all(ok for _, ok in bounds.values()) \
+                or not reach < FLOAT32_LIMIT:  # float32 sums that may overflow: plain way
+            self._local.visited = total
             return top_hits(self.exhaustive(token_ids), k)
+        with self._pool_lock:
+            buf = self._pool.pop() if self._pool else None
+        if buf is None:
+            buf = np.zeros(self.num_docs, dtype=np.float32)
+        try:
+            return self._pruned(token_ids, k, terms, bounds, total, buf)
+        finally:
+            with self._pool_lock:
+                self._pool.append(buf)  # all zeros again (the finally blocks below)
+
+    def _pruned(self, token_ids: list[int], k: int, terms: list[int],
+                bounds: dict[int, tuple[float, bool]], total: int, buf: np.ndarray
+                ) -> tuple[np.ndarray, np.ndarray]:
         times = {t: token_ids.count(t) for t in terms}  # a repeated token adds its column again
         # visit terms from the largest possible contribution down (ties: lower id first)
         visit = sorted(terms, key=lambda t: (-bounds[t][0] * times[t], t))
         left = [0.0] * (len(visit) + 1)  # what the terms from i on could still add
         for i in range(len(visit) - 1, -1, -1):
             left[i] = left[i + 1] + bounds[visit[i]][0] * times[visit[i]]
-        buf = self._buffer()
-        seen: list[np.ndarray] = []
-        n_seen = 0
-        self._local.visited = 0
+        slack = MARGIN + len(token_ids) * 2.0**-23
+        seen: list[np.ndarray] = []  # rows with a nonzero entry in buf, in pieces
+        n_seen = visited = 0
         try:
             for i, t in enumerate(visit):
                 rows, data = self.column(t)
-                self._local.visited += len(rows)
-                fresh = rows[buf[rows] == 0]  # positive entries: zero means not seen yet
+                if visited + len(rows) > GIVE_UP * total:
+                    break  # pruning has not paid off in time: the plain way is cheaper
+                fresh = rows[buf[rows] == 0]  # entries are positive: zero = not seen yet
                 seen.append(fresh)
                 n_seen += len(fresh)
                 buf[rows] += data * np.float32(times[t])
-                rest = left[i + 1] * (1 + MARGIN)
-                if rest == 0 or n_seen < k:
+                visited += len(rows)
+                rest = left[i + 1] * (1 + slack)
+                # no partial score can exceed what the visited terms could add
+                if n_seen < k or left[0] - left[i + 1] <= rest:
                     continue
                 cand = np.concatenate(seen)
                 partial = buf[cand]
                 kth = float(np.partition(partial, len(partial) - k)[len(partial) - k])
-                if rest < kth * (1 - MARGIN):
+                if rest < kth * (1 - slack):
                     # unseen passages score at most `rest` < kth: out of reach. Seen ones
-                    # out of reach too unless their partial plus `rest` could reach kth.
-                    keep = cand[partial.astype(np.float64) + rest >= kth * (1 - MARGIN)]
-                    return top_hits(self._exact(keep, token_ids, buf, seen), k, rows=keep)
-            # every term visited: the seen passages are all the passages that scored
-            cand = np.concatenate(seen) if seen else np.empty(0, np.int64)
-            return top_hits(self._exact(cand, token_ids, buf, seen), k, rows=cand)
+                    # too unless their partial plus `rest` could reach kth.
+                    keep = cand[partial.astype(np.float64) + rest >= kth * (1 - slack)]
+                    self._clear(buf, seen)
+                    self._local.visited = visited
+                    return top_hits(self._exact(keep, token_ids, buf), k, rows=keep)
         finally:
-            for s in seen:
-                buf[s] = 0
+            self._clear(buf, seen)
+        self._local.visited = total
+        return top_hits(self.exhaustive(token_ids), k)
 
-    def _exact(self, cand: np.ndarray, token_ids: list[int], buf: np.ndarray,
-               seen: list[np.ndarray]) -> np.ndarray:
-        """Exact scores of the rows ``cand``, the float32 additions of
-        ``exhaustive`` in its order: looked up in each column when ``cand`` is small, else
-        the columns added again into the (cleared) buffer, whichever reads less."""
-        cols = [self.column(t) for t in token_ids]
-        scan = sum(len(r) for r, _ in cols)
-        if len(cand) * len(cols) * LOOKUP_COST <= scan:
-            scores = np.zeros(len(cand), dtype=np.float32)
-            for rows, data in cols:
-                if len(rows) == 0 or len(cand) == 0:
-                    continue
+    @staticmethod
+    def _clear(buf: np.ndarray, seen: list[np.ndarray]) -> None:
+        for s in seen:
+            buf[s] = 0
+        seen.clear()
+
+    def _exact(self, cand: np.ndarray, token_ids: list[int], buf: np.ndarray) -> np.ndarray:
+        """Exact scores of the rows ``cand`` (no repeats, any order): the float32 additions
+        of ``exhaustive`` in its order. Per list, whichever reads less: a binary search per
+        candidate, or the list scattered into ``buf`` (all zeros) and read at the
+        candidates (a candidate not in the list adds +0.0, which changes nothing)."""
+        scores = np.zeros(len(cand), dtype=np.float32)
+        if len(cand) == 0:
+            return scores
+        for t in token_ids:
+            rows, data = self.column(t)
+            if len(rows) == 0:
+                continue
+            if len(cand) * max(math.log2(len(rows)), 1.0) < len(rows):
                 pos = np.searchsorted(rows, cand)
                 found = pos < len(rows)
                 found[found] = rows[pos[found]] == cand[found]
                 scores[found] += data[pos[found]]
-            return scores
-        for s in seen:
-            buf[s] = 0
-        for rows, data in cols:
-            buf[rows] += data
-        scores = buf[cand]
-        for rows, _ in cols:
-            buf[rows] = 0
+            else:
+                try:
+                    buf[rows] = data
+                    scores += buf[cand]
+                finally:
+                    buf[rows] = 0
         return scores
