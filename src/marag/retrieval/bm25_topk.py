@@ -174,9 +174,12 @@ class Postings:
                 if rest < kth * (1 - slack):
                     # unseen passages score at most `rest` < kth: out of reach. Seen ones
                     # too unless their partial plus `rest` could reach kth.
-                    keep = cand[partial.astype(np.float64) + rest >= kth * (1 - slack)]
+                    reach = partial.astype(np.float64) + rest >= kth * (1 - slack)
+                    keep, part = cand[reach], partial[reach].astype(np.float64)
                     self._clear(buf, seen)
                     self._local.visited = visited
+                    keep = self._narrow(keep, part, visit[i + 1:], times, left[i + 1:],
+                                        slack, k, buf)
                     return top_hits(self._exact(keep, token_ids, buf), k, rows=keep)
         finally:
             self._clear(buf, seen)
@@ -189,27 +192,47 @@ class Postings:
             buf[s] = 0
         seen.clear()
 
+    def _narrow(self, keep: np.ndarray, part: np.ndarray, rest_terms: list[int],
+                times: dict[int, int], left: list[float], slack: float, k: int,
+                buf: np.ndarray) -> np.ndarray:
+        """The passages of ``keep`` (partial scores ``part``) still in reach of the top-k
+        once the terms not added up are looked up one by one, largest first: each adds
+        its entries to the partials and shrinks what the rest could add (``left[j + 1]``),
+        so the threshold rules more passages out each time."""
+        for j, t in enumerate(rest_terms):
+            if len(keep) <= k:
+                break
+            part = part + self._lookup(t, keep, buf).astype(np.float64) * times[t]
+            rest = left[j + 1] * (1 + slack)
+            kth = float(np.partition(part, len(part) - k)[len(part) - k])
+            reach = part + rest >= kth * (1 - slack)
+            keep, part = keep[reach], part[reach]
+        return keep
+
+    def _lookup(self, t: int, cand: np.ndarray, buf: np.ndarray) -> np.ndarray:
+        """Column ``t``'s entries at the rows ``cand`` (no repeats, any order), 0 where it
+        has none: a binary search per candidate, or the column scattered into ``buf`` (all
+        zeros) and read at the candidates, whichever reads less."""
+        rows, data = self.column(t)
+        if len(rows) == 0 or len(cand) == 0:
+            return np.zeros(len(cand), dtype=np.float32)
+        if len(cand) * max(math.log2(len(rows)), 1.0) < len(rows):
+            out = np.zeros(len(cand), dtype=np.float32)
+            pos = np.searchsorted(rows, cand)
+            found = pos < len(rows)
+            found[found] = rows[pos[found]] == cand[found]
+            out[found] = data[pos[found]]
+            return out
+        try:
+            buf[rows] = data
+            return buf[cand]
+        finally:
+            buf[rows] = 0
+
     def _exact(self, cand: np.ndarray, token_ids: list[int], buf: np.ndarray) -> np.ndarray:
-        """Exact scores of the rows ``cand`` (no repeats, any order): the float32 additions
-        of ``exhaustive`` in its order. Per list, whichever reads less: a binary search per
-        candidate, or the list scattered into ``buf`` (all zeros) and read at the
-        candidates (a candidate not in the list adds +0.0, which changes nothing)."""
+        """Exact scores of the rows ``cand``: the float32 additions of ``exhaustive`` in its
+        order (a candidate not in a column adds +0.0, which changes nothing)."""
         scores = np.zeros(len(cand), dtype=np.float32)
-        if len(cand) == 0:
-            return scores
         for t in token_ids:
-            rows, data = self.column(t)
-            if len(rows) == 0:
-                continue
-            if len(cand) * max(math.log2(len(rows)), 1.0) < len(rows):
-                pos = np.searchsorted(rows, cand)
-                found = pos < len(rows)
-                found[found] = rows[pos[found]] == cand[found]
-                scores[found] += data[pos[found]]
-            else:
-                try:
-                    buf[rows] = data
-                    scores += buf[cand]
-                finally:
-                    buf[rows] = 0
+            scores += self._lookup(t, cand, buf)
         return scores
