@@ -153,29 +153,28 @@ class Postings:
             left[i] = left[i + 1] + bounds[visit[i]][0] * times[visit[i]]
         slack = MARGIN + len(token_ids) * 2.0**-23
         seen: list[np.ndarray] = []  # rows with a nonzero entry in buf, in pieces
-        n_seen = visited = 0
+        best = np.empty(0, np.int64)  # the k best partials so far (fewer while fewer seen)
+        visited = 0
         try:
             for i, t in enumerate(visit):
                 rows, data = self.column(t)
                 if visited + len(rows) > GIVE_UP * total:
                     break  # pruning has not paid off in time: the plain way is cheaper
-                fresh = rows[buf[rows] == 0]  # entries are positive: zero = not seen yet
-                seen.append(fresh)
-                n_seen += len(fresh)
+                seen.append(rows[buf[rows] == 0])  # entries are positive: 0 = not seen yet
                 buf[rows] += data * np.float32(times[t])
                 visited += len(rows)
-                rest = left[i + 1] * (1 + slack)
-                # no partial score can exceed what the visited terms could add
-                if n_seen < k or left[0] - left[i + 1] <= rest:
+                best = self._best(best, rows, buf, k)
+                if len(best) < k:
                     continue
-                cand = np.concatenate(seen)
-                partial = buf[cand]
-                kth = float(np.partition(partial, len(partial) - k)[len(partial) - k])
+                kth = float(buf[best].min())
+                rest = left[i + 1] * (1 + slack)
                 if rest < kth * (1 - slack):
                     # unseen passages score at most `rest` < kth: out of reach. Seen ones
                     # too unless their partial plus `rest` could reach kth.
-                    reach = partial.astype(np.float64) + rest >= kth * (1 - slack)
-                    keep, part = cand[reach], partial[reach].astype(np.float64)
+                    cand = np.concatenate(seen)
+                    partial = buf[cand].astype(np.float64)
+                    reach = partial + rest >= kth * (1 - slack)
+                    keep, part = cand[reach], partial[reach]
                     self._clear(buf, seen)
                     self._local.visited = visited
                     keep = self._narrow(keep, part, visit[i + 1:], times, left[i + 1:],
@@ -185,6 +184,21 @@ class Postings:
             self._clear(buf, seen)
         self._local.visited = total
         return top_hits(self.exhaustive(token_ids), k)
+
+    @staticmethod
+    def _best(best: np.ndarray, rows: np.ndarray, buf: np.ndarray, k: int) -> np.ndarray:
+        """The k best partials after column ``rows`` was added: only the previous best and
+        the column's rows can be among them (every other partial is unchanged and was
+        already below the previous best)."""
+        if len(best) and len(rows):
+            pos = np.minimum(np.searchsorted(rows, best), len(rows) - 1)
+            pool = np.concatenate([rows, best[rows[pos] != best]])
+        else:
+            pool = np.concatenate([rows, best])
+        if len(pool) <= k:
+            return pool
+        vals = buf[pool]
+        return pool[np.argpartition(vals, len(vals) - k)[len(vals) - k:]]
 
     @staticmethod
     def _clear(buf: np.ndarray, seen: list[np.ndarray]) -> None:
