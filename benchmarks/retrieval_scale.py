@@ -222,7 +222,8 @@ def bm25_serve(work: Path, single: int, batch: int, k: int) -> None:
         lat.append(time.perf_counter() - t1)
     t2 = time.perf_counter()
     idx.search_batch(qs[:batch], k)
-    record(work, {"step": "bm25-serve", "k": k, "load_s": round(load_s, 3),
+    record(work, {"step": "bm25-serve", "bm25_search": "maxscore" if hasattr(idx, "postings")
+                  else "exhaustive", "k": k, "load_s": round(load_s, 3),
                   "after_load": after_load, "single_queries": single,
                   "p50_ms": round(1000 * float(np.percentile(lat, 50)), 2),
                   "p99_ms": round(1000 * float(np.percentile(lat, 99)), 2),

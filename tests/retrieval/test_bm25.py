@@ -134,3 +134,22 @@ def test_concurrent_searches_match_sequential(bm25_index, nq_queries):
     with ThreadPoolExecutor(4) as pool:
         got = list(pool.map(lambda q: idx.search_batch([q], 5)[0], nq_queries * 3))
     assert got == expected * 3
+
+
+def test_pruned_search_equals_scoring_every_passage(bm25_index, nq_queries):
+    from marag.retrieval.bm25_topk import top_hits
+
+    idx = open_index(bm25_index)
+    idx.postings.small = 0  # a fixture this small is otherwise scored the plain way
+    vocab = idx.model.vocab_dict
+    pruned = 0
+    for tokens in tokenize_queries(nq_queries + ["the the film film of"], idx.stemmer()):
+        ids = [vocab[t] for t in tokens if t in vocab]
+        full = sum(len(idx.postings.column(t)[0]) for t in set(ids))
+        for k in (1, 3, 5, 10, 50):
+            rows, scores = idx.postings.top(ids, k)
+            want_rows, want_scores = top_hits(idx.postings.exhaustive(ids), k)
+            assert rows.tolist() == want_rows.tolist()
+            assert scores.tobytes() == want_scores.tobytes()
+            pruned += idx.postings.visited() < full
+    assert pruned > 0  # the real queries do take the pruned path

@@ -24,6 +24,7 @@ import numpy as np
 
 from marag.corpus import build_store
 from marag.retrieval.base import Retriever
+from marag.retrieval.bm25_topk import Postings
 from marag.retrieval.manifest import (
     MANIFEST,
     STORE_DIR,
@@ -191,26 +192,6 @@ def build_bm25(
     return out
 
 
-def top_hits(scores: np.ndarray, k: int) -> tuple[np.ndarray, np.ndarray]:
-    """The ``k`` best rows among those scoring above zero, best first (ties: lower row,
-    i.e. earlier corpus line, first), padded with row -1 and score 0.
-
-    Selecting among the hits only keeps this fast at any corpus size: bm25s's ``topk``
-    partitions the whole score array, mostly zeros, which at 1M passages took ~200 ms a
-    query (numpy's partition is slow on long runs of equal values). bm25s orders tied
-    scores as its partition happens to leave them; here ties are in corpus order.
-    """
-    hits = np.flatnonzero(scores > 0)
-    if len(hits) > k:
-        hits = np.sort(hits[np.argpartition(scores[hits], len(hits) - k)[len(hits) - k :]])
-    order = np.argsort(-scores[hits], kind="stable")
-    rows = np.full(k, -1, np.int64)
-    top = np.zeros(k, np.float32)
-    rows[: len(hits)] = hits[order]
-    top[: len(hits)] = scores[rows[: len(hits)]]
-    return rows, top
-
-
 class BM25Index(Retriever):
     """A built BM25 index; the score matrix is memory-mapped and text comes from the store."""
 
@@ -228,10 +209,11 @@ class BM25Index(Retriever):
         self._local = threading.local()
         # plain ndarray views of bm25s's memory maps: indexing np.memmap costs microseconds
         scores = self.model.scores
-        self._data = np.asarray(scores["data"]).view(np.ndarray)
-        self._rows = np.asarray(scores["indices"]).view(np.ndarray)
-        self._indptr = np.asarray(scores["indptr"]).view(np.ndarray)
-        self._num_docs = int(scores["num_docs"])
+        self.postings = Postings(np.asarray(scores["data"]).view(np.ndarray),
+                                 np.asarray(scores["indices"]).view(np.ndarray),
+                                 np.asarray(scores["indptr"]).view(np.ndarray),
+                                 int(scores["num_docs"]))
+        self._num_docs = self.postings.num_docs
 
     def __len__(self) -> int:
         return len(self.store)
@@ -242,19 +224,6 @@ class BM25Index(Retriever):
         if stemmer is None:
             stemmer = self._local.stemmer = make_stemmer()
         return stemmer
-
-    def scores_for(self, token_ids: list[int]) -> np.ndarray:
-        """BM25 score of every passage; float32 adds in bm25s's order, so bit-identical.
-
-        bm25s accumulates with ``np.add.at``; a column's rows are unique, so a fancy-index
-        ``+=`` does the same float32 additions several times faster.
-        """
-        scores = np.zeros(self._num_docs, dtype=np.float32)
-        data, rows, indptr = self._data, self._rows, self._indptr
-        for t in token_ids:
-            lo, hi = indptr[t], indptr[t + 1]
-            scores[rows[lo:hi]] += data[lo:hi]
-        return scores
 
     def search_rows(self, queries: list[str], k: int) -> tuple[np.ndarray, np.ndarray]:
         """Row indices and scores, shape ``(len(queries), min(k, n))``, best first.
@@ -271,7 +240,7 @@ class BM25Index(Retriever):
         out_scores = np.empty((len(queries), k), dtype=np.float32)
         for i, tokens in enumerate(tokenize_queries(queries, self.stemmer())):
             ids = [vocab[t] for t in tokens if t in vocab]
-            out_rows[i], out_scores[i] = top_hits(self.scores_for(ids), k)
+            out_rows[i], out_scores[i] = self.postings.top(ids, k)
         out_rows[out_scores <= 0] = -1
         return out_rows, out_scores
 
