@@ -1,6 +1,8 @@
 #!/bin/bash
 # Serving figures again on a quiet box (the first 4M serve steps overlapped a test run), then
 # BM25 serving, exhaustive (main) against MaxScore (wt-bm25 7266e18), alternating, 1M and 4M
+# (/work/wt-bm25 was a worktree of branch bm25-prune at 7266e18, merged into main as b33d6f2;
+# /work/main was at 5d639cf, before the merge: the exhaustive sum)
 set -x
 export HF_HUB_OFFLINE=1
 B="/work/main/.venv/bin/python benchmarks/retrieval_scale.py"

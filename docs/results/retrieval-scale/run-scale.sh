@@ -1,5 +1,7 @@
 #!/bin/bash
 # 1M and 4M in one hold of the box's lock, so the growth is measured on one quiet box.
+# (/work/main at 43cd90f; /work/wt-bm25: branch bm25-prune, see run-bm25cmp.sh. The 1M
+# MaxScore row of this script ran code mid-edit and is not reported; run-bm25cmp.sh's is.)
 set -x
 cd /work/main
 export HF_HUB_OFFLINE=1
