@@ -2,16 +2,18 @@
 
 The plain way (``Postings.exhaustive``) adds every query term's whole posting list into a
 score array as long as the corpus and then selects among the passages that scored: both are
-linear in the corpus, ~6 ms a query at 1M passages and ~20x that at wiki-18's 21M. Most of
-that time goes to the long lists of common, low-idf terms, which rarely decide the top-k.
+linear in the corpus or worse (measured: 5.5-7.4 ms a query at 1M passages, 31-36 ms at
+4M; BENCHMARKS.md). Most of that time goes to the long lists of common, low-idf terms, which
+rarely decide the top-k.
 
 ``Postings.top`` visits terms from the largest possible contribution (the maximum of the
 term's column) down. Once the k-th best partial score among the passages seen so far
 exceeds what all unvisited terms together could add, no unseen passage can reach the
-top-k, so the long lists are never added up. The passages still in reach get their exact
-scores from every query term's list (a binary search per passage in a long list, a scatter
-through the scratch array in a short one), added in the query's token order in float32, the
-same additions as the plain way: scores are bit-identical and ties are ordered the same
+top-k, so the long lists are never added up. The passages still in reach are narrowed term
+by term (each remaining list looked up for them, the threshold taken again), then get their
+exact scores from every query term's list (a binary search per passage in a long list, a
+scatter through the scratch array in a short one), added in the query's token order in
+float32, the same additions as the plain way: scores are bit-identical and ties are ordered the same
 (lower row first). Bounds are compared with a slack that grows with the query's length, so
 rounding can only make the pruning more cautious, never drop a passage of the top-k.
 
@@ -127,9 +129,9 @@ class Postings:
         terms = sorted(set(token_ids))
         total = sum(int(self.indptr[t + 1] - self.indptr[t]) for t in token_ids)
         bounds = {t: self.bound(t) for t in terms}
-        reach = sum(bounds[t][0] for t in token_ids)  # the largest score any passage can get
+        ceiling = sum(bounds[t][0] for t in token_ids)  # the most any passage can score
         if total < self.small or not all(ok for _, ok in bounds.values()) \
-                or not reach < FLOAT32_LIMIT:  # float32 sums that may overflow: plain way
+                or not ceiling < FLOAT32_LIMIT:  # float32 sums that may overflow: plain way
             self._local.visited = total
             return top_hits(self.exhaustive(token_ids), k)
         with self._pool_lock:
