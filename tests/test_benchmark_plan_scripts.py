@@ -56,3 +56,32 @@ def test_rollout_plans_counts_questions_whose_samples_disagree():
     assert out["mixed_questions"] == 2  # a and c; b sampled one plan twice
     assert out["on_mixed"]["AG"] == {"n": 2, "reward": 0.5, "f1": 0.5}
     assert out["on_mixed"]["R, AG"] == {"n": 1, "reward": 0.9, "f1": 1.0}
+
+
+def test_planner_confidence_reads_the_first_tokens_probability_per_plan_and_dataset():
+    confidence = load("planner_confidence")
+
+    def trace(dataset, plan, logprob, valid=True):
+        planner = {
+            "role": "planner",
+            "node_id": 0,
+            "raw": plan,
+            "valid": valid,
+            "logprobs": [logprob, -0.01],
+        }
+        return {"dataset": dataset, "steps": [planner]}
+
+    half = -0.6931471805599453  # log 0.5
+    traces = [
+        trace("nq", "R, AG", 0.0),
+        trace("hotpot", "R, AG", half),
+        trace("hotpot", "AG", half),
+        trace("nq", "X", 0.0, valid=False),
+    ]
+    out = confidence.summarise(traces)
+    assert out["without_logprobs"] == 1
+    assert out["plans"]["R, AG"]["n"] == 2
+    assert out["plans"]["R, AG"]["mean"] == 0.75
+    assert (out["plans"]["R, AG"]["min"], out["plans"]["R, AG"]["max"]) == (0.5, 1.0)
+    assert out["per_dataset"]["nq / R, AG"] == {"n": 1, "mean": 1.0}
+    assert out["per_dataset"]["hotpot / AG"] == {"n": 1, "mean": 0.5}
