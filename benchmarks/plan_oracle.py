@@ -8,10 +8,12 @@ questions (e.g. `llm-only` for `AG`, `vanilla` for `R, AG`). The first plan name
 cheapest. Printed, pooled and per dataset:
 - each plan alone: F1 and tokens a question (the planner's own call, `--planner-tokens`,
   added to every plan, as in `jade`);
-- the oracle: per question the best F1, the cheapest plan among the ties;
-- the cheapest mix at >= `--keep` of the most expensive plan's F1: questions move to the
-  cheapest plan in the order of least F1 lost per token saved, knowing the answers; this is
-  the most any planner could save at that F1 on these questions.
+- the oracle: per question the best F1; among plans that tie, the one listed first (list the
+  cheapest first);
+- a cheap mix at >= `--keep` of the last plan's F1: questions move from the last plan listed
+  to the first in the order of least F1 lost per token saved, knowing the answers (a greedy
+  knapsack: close to, and never above, the most a planner could save at that F1 on these
+  questions; plans between the first and the last are not used).
 """
 
 from __future__ import annotations
@@ -89,12 +91,12 @@ def summarise(rows: list[dict[str, tuple[float, int]]], plans: list[str], keep: 
         "plans": dict(chosen),
     }
     mix_f1, mix_tokens, moved = cheapest_mix(rows, plans[0], plans[-1], keep)
-    full_tokens = out[plans[-1]]["tokens"]
+    full_tokens = sum(r[plans[-1]][1] for r in rows) / n
     out[f"cheapest at {keep:.0%} of {plans[-1]}"] = {
         "f1": round(100 * mix_f1, 1),
         "tokens": round(mix_tokens),
         "moved": moved,
-        "tokens_saved": f"{1 - mix_tokens / full_tokens:.0%}",
+        "tokens_saved": f"{1 - mix_tokens / full_tokens:.0%}" if full_tokens else None,
     }
     return out
 

@@ -8,7 +8,9 @@ probabilities; one that learnt a prior gives every question the same one.
 EVAL_DIR holds traces.jsonl[.gz]. Per run: the greedy root plans, and per greedy plan the
 mean, min, 10th/90th percentile and max of p(first token) over the questions, overall and
 per dataset. For a planner choosing between `R, AG` and `AG` (first tokens "R" and "AG"),
-p(first token) of an `R, AG` question is its probability of retrieving first.
+p(first token) of an `R, AG` question is its probability of retrieving first. Plans that
+share a first token (QDS and QDP both start with "Q") share that probability, so for them it
+is not the plan's own.
 """
 
 from __future__ import annotations
@@ -21,15 +23,18 @@ from collections import defaultdict
 from pathlib import Path
 
 
-def root_choice(trace: dict) -> tuple[str, float] | None:
-    """(greedy root plan, probability of its first token), or None without logprobs."""
+def root_choice(trace: dict) -> tuple[str, float] | str:
+    """(greedy root plan, probability of its first token); or why not: "invalid" (the root
+    call failed), "no logprobs" (the run did not record them), "no planner"."""
     for step in trace.get("steps", []):
         if step.get("role") == "planner" and step.get("node_id") == 0:
+            if not step.get("valid"):
+                return "invalid"
             logprobs = step.get("logprobs") or []
-            if not logprobs or not step.get("valid"):
-                return None
+            if not logprobs:
+                return "no logprobs"
             return (step.get("raw") or "").strip(), math.exp(logprobs[0])
-    return None
+    return "no planner"
 
 
 def spread(values: list[float]) -> dict:
@@ -40,7 +45,7 @@ def spread(values: list[float]) -> dict:
         "mean": round(sum(values) / n, 3),
         "min": round(values[0], 3),
         "p10": round(values[n // 10], 3),
-        "p90": round(values[min(n - 1, (9 * n) // 10)], 3),
+        "p90": round(values[n - 1 - n // 10], 3),
         "max": round(values[-1], 3),
     }
 
@@ -48,18 +53,21 @@ def spread(values: list[float]) -> dict:
 def summarise(traces: list[dict]) -> dict:
     by_plan: dict[str, list[float]] = defaultdict(list)
     by_dataset: dict[tuple[str, str], list[float]] = defaultdict(list)
-    missing = 0
+    skipped: dict[str, int] = defaultdict(int)
+    pooled: list[float] = []
     for trace in traces:
         choice = root_choice(trace)
-        if choice is None:
-            missing += 1
+        if isinstance(choice, str):
+            skipped[choice] += 1
             continue
         plan, p = choice
         by_plan[plan].append(p)
+        pooled.append(p)
         by_dataset[(trace.get("dataset") or "?", plan)].append(p)
     return {
         "questions": len(traces),
-        "without_logprobs": missing,
+        "skipped": dict(skipped),
+        "all_plans": spread(pooled) if pooled else None,
         "plans": {plan: spread(ps) for plan, ps in sorted(by_plan.items())},
         "per_dataset": {
             f"{dataset} / {plan}": {"n": len(ps), "mean": round(sum(ps) / len(ps), 3)}

@@ -1,13 +1,15 @@
 """How much a training run's rollouts can teach its planner: per iteration, the root plans
-sampled, and the questions whose samples chose more than one plan (only there can a
-per-question baseline tell plans apart, e.g. JADE's retrieval cost between `AG` and `R, AG`).
+sampled, and the questions whose samples chose more than one valid plan: only there do two
+samples of one question differ in their plan, so that a reward term tied to the plan (JADE's
+retrieval cost between `AG` and `R, AG`) separates samples that saw the same question.
 
     python benchmarks/rollout_plans.py RUN_DIR [RUN_DIR ...]
 
 RUN_DIR holds `rollouts/iter-*.jsonl[.gz]` (a `marag train` output folder or a committed copy).
-Per iteration: traces, the root-plan mix, questions with >= 2 distinct plans among their
-samples, and on those questions the mean trace reward and F1 of each plan. A last line pools
-every iteration.
+Per iteration: traces, the root-plan mix ("invalid": the root call failed), questions with
+>= 2 distinct valid plans among their samples, and on those questions the mean trace reward
+and F1 of each plan. A last line pools every iteration (a question drawn in two iterations
+counts as one question there).
 """
 
 from __future__ import annotations
@@ -28,6 +30,10 @@ def root_plan(trace: dict) -> str:
     return "none"
 
 
+def valid_plans(traces: list[dict]) -> set[str]:
+    return {root_plan(t) for t in traces} - {"invalid", "none"}
+
+
 def trace_reward(trace: dict) -> float:
     return sum(float(step.get("reward") or 0.0) for step in trace.get("steps", []))
 
@@ -43,10 +49,12 @@ def summarise(traces: list[dict]) -> dict:
     by_question: dict[str, list[dict]] = defaultdict(list)
     for trace in traces:
         by_question[trace["id"]].append(trace)
-    mixed = {q: ts for q, ts in by_question.items() if len({root_plan(t) for t in ts}) > 1}
+    mixed = {q: ts for q, ts in by_question.items() if len(valid_plans(ts)) > 1}
     contrast: dict[str, list[tuple[float, float]]] = defaultdict(list)
     for ts in mixed.values():
         for trace in ts:
+            if root_plan(trace) in ("invalid", "none"):
+                continue
             f1 = float((trace.get("metrics") or {}).get("f1", 0.0))
             contrast[root_plan(trace)].append((trace_reward(trace), f1))
     return {
