@@ -4,6 +4,8 @@
 # and each resumes from the last checkpoint with train.iterations raised by STEP (a changed
 # iteration count is the one change a resume accepts). With train.eval_every = STEP every
 # turn ends with the development evaluation and <out>/best keeps the best checkpoint.
+# Not for a config with train.lr_schedule: cosine (its horizon is train.iterations, which the
+# turns raise): run those in one `marag train` call, which resumes the same way.
 #
 #   docs/results/qwen-runs/train_in_turns.sh CONFIG OUT STEP MAX [LOCK]
 set -euo pipefail
