@@ -19,21 +19,17 @@ cheapest. Printed, pooled and per dataset:
 from __future__ import annotations
 
 import argparse
-import gzip
 import json
 from collections import defaultdict
 from pathlib import Path
 
+from paired_bootstrap import traces_file
+
+from marag.types import iter_jsonl
+
 
 def read_traces(folder: Path) -> dict[str, dict]:
-    for name in ("traces.jsonl.gz", "traces.jsonl"):
-        path = folder / name
-        if path.exists():
-            opener = gzip.open if name.endswith(".gz") else open
-            with opener(path, "rt", encoding="utf-8") as handle:
-                rows = [json.loads(line) for line in handle if line.strip()]
-            return {row["id"]: row for row in rows}
-    raise SystemExit(f"{folder}: no traces.jsonl[.gz]")
+    return {row["id"]: row for _, row in iter_jsonl(traces_file(folder))}
 
 
 def tokens(trace: dict) -> int:

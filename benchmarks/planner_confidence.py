@@ -16,11 +16,14 @@ is not the plan's own.
 from __future__ import annotations
 
 import argparse
-import gzip
 import json
 import math
 from collections import defaultdict
 from pathlib import Path
+
+from paired_bootstrap import traces_file
+
+from marag.types import iter_jsonl
 
 
 def root_choice(trace: dict) -> tuple[str, float] | str:
@@ -77,13 +80,7 @@ def summarise(traces: list[dict]) -> dict:
 
 
 def read_traces(folder: Path) -> list[dict]:
-    for name in ("traces.jsonl.gz", "traces.jsonl"):
-        path = folder / name
-        if path.exists():
-            opener = gzip.open if name.endswith(".gz") else open
-            with opener(path, "rt", encoding="utf-8") as handle:
-                return [json.loads(line) for line in handle if line.strip()]
-    raise SystemExit(f"{folder}: no traces.jsonl[.gz]")
+    return [row for _, row in iter_jsonl(traces_file(folder))]
 
 
 def main() -> None:

@@ -15,10 +15,11 @@ counts as one question there).
 from __future__ import annotations
 
 import argparse
-import gzip
 import json
 from collections import Counter, defaultdict
 from pathlib import Path
+
+from marag.types import iter_jsonl
 
 
 def root_plan(trace: dict) -> str:
@@ -39,9 +40,7 @@ def trace_reward(trace: dict) -> float:
 
 
 def read_rollouts(path: Path) -> list[dict]:
-    opener = gzip.open if path.suffix == ".gz" else open
-    with opener(path, "rt", encoding="utf-8") as handle:
-        return [json.loads(line) for line in handle if line.strip()]
+    return [row for _, row in iter_jsonl(path)]
 
 
 def summarise(traces: list[dict]) -> dict:

@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import importlib.util
 import math
+import sys
 from pathlib import Path
 
 import pytest
@@ -14,6 +15,10 @@ ROOT = Path(__file__).resolve().parents[1]
 
 
 def load(name: str):
+    """Import a benchmark script as `python benchmarks/NAME.py` would run it: with
+    benchmarks/ on the path, for the scripts' imports of each other."""
+    if str(ROOT / "benchmarks") not in sys.path:
+        sys.path.insert(0, str(ROOT / "benchmarks"))
     spec = importlib.util.spec_from_file_location(name, ROOT / "benchmarks" / f"{name}.py")
     module = importlib.util.module_from_spec(spec)
     spec.loader.exec_module(module)
