@@ -71,3 +71,58 @@ def test_role_names_with_dots_can_be_overridden():
                              "roles.mmoa.QR=policy"])
     assert cfg.roles == {"mask.search": "policy", "mmoa.QR": "policy"}
     assert cfg.backend_for("mask.search") == "policy" and cfg.backend_for("mask.plan") == "default"
+
+
+def test_extends_merges_sections_over_the_base(tmp_path):
+    (tmp_path / "qwen").mkdir()
+    base = tmp_path / "base.yaml"
+    base.write_text(
+        "llms:\n  default: {backend: hf, model: qwen2.5-coder-0.5b, max_batch_size: 16, adapter: [a]}\n"
+        "method: {name: jade, top_k: 5, max_rounds: 6}\n"
+        "train:\n  temperature: 0.7\n  lr: 5.0e-5\n"
+        "  rewards: {kind: jade, alpha: 0.0, beta: 0.3, format_penalty: 1.0}\n")
+    child = tmp_path / "qwen" / "child.yaml"
+    child.write_text("extends: ../base.yaml\n"
+                     "llms:\n  default: {adapter: [b, c]}\n"
+                     "train:\n  temperature: 1.0\n  rewards: {beta: 0.1}\n")
+    cfg = load_config(child, ["train.lr=1.0e-5"])
+    assert cfg.llms["default"].model == "qwen2.5-coder-0.5b"  # kept from the base
+    assert cfg.llms["default"].max_batch_size == 16
+    assert cfg.llms["default"].adapter == ["b", "c"]           # a list is replaced, not joined
+    assert cfg.method.max_rounds == 6
+    assert cfg.train.temperature == 1.0 and cfg.train.lr == 1.0e-5
+    assert (cfg.train.rewards.kind, cfg.train.rewards.beta, cfg.train.rewards.format_penalty) \
+        == ("jade", 0.1, 1.0)
+    # the same config as writing every key out: what a run's config.yaml snapshot holds
+    flat = tmp_path / "flat.yaml"
+    import yaml
+    flat.write_text(yaml.safe_dump(cfg.model_dump(mode="json")))
+    assert load_config(flat) == cfg
+
+
+def test_extends_chains_and_lists_merge_in_order(tmp_path):
+    (tmp_path / "a.yaml").write_text("method: {name: jade, top_k: 3, max_rounds: 4}\n")
+    (tmp_path / "b.yaml").write_text("extends: a.yaml\nmethod: {top_k: 7}\n")
+    (tmp_path / "c.yaml").write_text("method: {max_rounds: 2}\n")
+    (tmp_path / "d.yaml").write_text("extends: [b.yaml, c.yaml]\nmethod: {name: mao-arag}\n")
+    m = load_config(tmp_path / "d.yaml").method
+    assert (m.name, m.top_k, m.max_rounds) == ("mao-arag", 7, 2)
+
+
+@pytest.mark.parametrize("files,needle", [
+    ({"x.yaml": "extends: x.yaml\n"}, "round in a circle"),
+    ({"x.yaml": "extends: y.yaml\n", "y.yaml": "extends: x.yaml\n"}, "round in a circle"),
+    ({"x.yaml": "extends: nope.yaml\n"}, "not found: "),
+    ({"x.yaml": "extends: {a: 1}\n"}, "must name a config file"),
+    ({"x.yaml": "extends: []\n"}, "must name a config file"),
+    ({"x.yaml": "extends: y.yaml\n", "y.yaml": "- 1\n"}, "top level must be a mapping"),
+    ({"x.yaml": "extends: y.yaml\n", "y.yaml": "method: {max_round: 3}\n"},
+     "unknown config key 'method.max_round'"),
+])
+def test_extends_errors_are_named(tmp_path, files, needle):
+    for name, text in files.items():
+        (tmp_path / name).write_text(text)
+    with pytest.raises(ConfigError, match=needle.replace("(", r"\(")) as e:
+        load_config(tmp_path / "x.yaml")
+    if "not found" in needle:
+        assert "nope.yaml" in str(e.value) and "extended by" in str(e.value)

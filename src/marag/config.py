@@ -352,24 +352,65 @@ class Config(Section):
 
 
 def load_config(path: str | Path | None = None, overrides: list[str] | None = None) -> Config:
-    """Load a YAML config (or the defaults) and apply ``a.b.c=value`` overrides."""
+    """Load a YAML config (or the defaults) and apply ``a.b.c=value`` overrides.
+
+    A file may start from others with ``extends: BASE`` (or a list of bases, merged in
+    order), each path relative to the file naming it: the bases are loaded first, then the
+    file's own keys are merged over them (mappings key by key, any other value replaced).
+    """
     data: dict[str, Any] = {}
     if path is not None:
-        p = Path(path)
-        if not p.is_file():
-            raise ConfigError(f"config file not found: {p}")
-        try:
-            loaded = yaml.safe_load(p.read_text(encoding="utf-8"))
-        except yaml.YAMLError as e:
-            raise ConfigError(f"{p}: invalid YAML: {e}") from None
-        if loaded is None:
-            loaded = {}
-        if not isinstance(loaded, dict):
-            raise ConfigError(f"{p}: top level must be a mapping, got {type(loaded).__name__}")
-        data = loaded
+        data = _read_extending(Path(path), ())
     for item in overrides or []:
         apply_override(data, item)
     return validate(data)
+
+
+EXTENDS = "extends"
+
+
+def _read_extending(p: Path, chain: tuple[Path, ...]) -> dict[str, Any]:
+    if not p.is_file():
+        via = f" (extended by {chain[-1]})" if chain else ""
+        raise ConfigError(f"config file not found: {p}{via}")
+    key = p.resolve()
+    if key in chain:
+        cycle = " -> ".join(str(c) for c in (*chain, key))
+        raise ConfigError(f"{p}: '{EXTENDS}' goes round in a circle: {cycle}")
+    try:
+        loaded = yaml.safe_load(p.read_text(encoding="utf-8"))
+    except yaml.YAMLError as e:
+        raise ConfigError(f"{p}: invalid YAML: {e}") from None
+    except UnicodeDecodeError:
+        raise ConfigError(f"{p}: not UTF-8 text") from None
+    if loaded is None:
+        loaded = {}
+    if not isinstance(loaded, dict):
+        raise ConfigError(f"{p}: top level must be a mapping, got {type(loaded).__name__}")
+    bases = loaded.pop(EXTENDS, None)
+    if bases is None:
+        return loaded
+    if isinstance(bases, str):
+        bases = [bases]
+    if not isinstance(bases, list) or not bases or not all(
+            isinstance(b, str) and b.strip() for b in bases):
+        raise ConfigError(f"{p}: '{EXTENDS}' must name a config file or a list of them, "
+                          f"got {bases!r}")
+    merged: dict[str, Any] = {}
+    for base in bases:
+        merged = merge_config(merged, _read_extending(p.parent / base, (*chain, key)))
+    return merge_config(merged, loaded)
+
+
+def merge_config(base: dict[str, Any], over: dict[str, Any]) -> dict[str, Any]:
+    """``over`` merged into a copy of ``base``: mappings key by key, other values replaced."""
+    out = dict(base)
+    for k, v in over.items():
+        if isinstance(v, dict) and isinstance(out.get(k), dict):
+            out[k] = merge_config(out[k], v)
+        else:
+            out[k] = v
+    return out
 
 
 def apply_override(data: dict[str, Any], item: str) -> None:
