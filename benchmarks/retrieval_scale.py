@@ -4,6 +4,7 @@ Steps, each its own process (so each phase's peak RSS is its own; run each under
 lock on the dev box):
 
     python benchmarks/retrieval_scale.py gen      --work W --n 1000000 --dim 768
+    (--dim 0: the corpus without vectors, for the BM25 steps alone)
     python benchmarks/retrieval_scale.py import   --work W
     python benchmarks/retrieval_scale.py compress --work W --tier ivf-sq8
     python benchmarks/retrieval_scale.py compress --work W --tier opq-ivfpq
@@ -96,6 +97,10 @@ def gen(work: Path, n: int, dim: int, seed: int = 0) -> None:
                                  ensure_ascii=False) + "\n")
     tmp.unlink()
     corpus_s = time.perf_counter() - t0
+    if dim == 0:  # the corpus alone (BM25 at a size whose vectors would not fit the disk)
+        record(work, {"step": "gen", "n": n, "dim": 0, "corpus_s": round(corpus_s, 1),
+                      "seconds": round(corpus_s, 1), "corpus_bytes": du(work / "corpus.jsonl")})
+        return
     rng = np.random.default_rng(seed)
     centres = rng.standard_normal((4096, dim)).astype(np.float32)
     header = struct.pack("<4siqqqBiQ", b"IxFI", dim, n, 1 << 20, 1 << 20, 1, 0, n * dim)
