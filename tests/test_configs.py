@@ -32,3 +32,18 @@ def test_mao_arag_splits_planner_and_executors():
     assert cfg.backend_for("planner") == "policy"
     assert cfg.backend_for("DS") == "executor"
     assert cfg.llms["executor"].backend == "openai"
+
+
+# A run config that extends a preset must keep resolving to what its committed run trained
+# with: a later change to a base file would otherwise change a committed result's recipe.
+RUNS = Path(__file__).resolve().parents[1] / "docs" / "results" / "qwen-runs"
+PINNED = {"jade-2b": "jade-train.yaml", "jade-2c": "jade-train-plans.yaml",
+          "jade-3": "jade-train-cost.yaml", "jade-3b": "jade-train-cost-t1.yaml",
+          "jade-3c": "jade-train-cost-cheap.yaml", "jade-3d": "jade-train-cost-beta0.1.yaml"}
+
+
+@pytest.mark.parametrize("run,name", sorted(PINNED.items()))
+def test_qwen_run_configs_resolve_to_what_their_runs_trained_with(run, name):
+    saved = load_config(RUNS / run / "config.yaml")  # the run's own resolved dump
+    now = load_config(ROOT / "qwen" / name, [f"train.iterations={saved.train.iterations}"])
+    assert now == saved

@@ -24,6 +24,7 @@ COMMAND_MODULES = [
     "train",
     "sft",
     "models",
+    "config",
 ]
 
 

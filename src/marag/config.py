@@ -356,29 +356,61 @@ def load_config(path: str | Path | None = None, overrides: list[str] | None = No
 
     A file may start from others with ``extends: BASE`` (or a list of bases, merged in
     order), each path relative to the file naming it: the bases are loaded first, then the
-    file's own keys are merged over them (mappings key by key, any other value replaced).
+    file's own keys are merged over them (mappings key by key, any other value replaced; a
+    mapping tagged ``!replace`` replaces the base's whole). An error in a key names the file
+    that set it.
     """
+    layers: list[tuple[str, dict[str, Any]]] = []
     data: dict[str, Any] = {}
     if path is not None:
-        data = _read_extending(Path(path), ())
+        data = _read_extending(Path(path), (), layers)
     for item in overrides or []:
         apply_override(data, item)
-    return validate(data)
+        single: dict[str, Any] = {}
+        apply_override(single, item)
+        layers.append((f"--set {item}", single))
+    try:
+        return Config.model_validate(data)
+    except ValidationError as e:
+        raise ConfigError(_explain(e, layers if len(layers) > 1 else [])) from None
 
 
 EXTENDS = "extends"
 
 
-def _read_extending(p: Path, chain: tuple[Path, ...]) -> dict[str, Any]:
+class Replace(dict):  # type: ignore[type-arg]
+    """A mapping tagged ``!replace`` in a config file: it replaces the base's mapping whole
+    instead of being merged into it (``roles: !replace {default: default}``)."""
+
+
+class _Loader(yaml.SafeLoader):
+    pass
+
+
+def _construct_replace(loader: yaml.SafeLoader, node: yaml.Node) -> Replace:
+    if not isinstance(node, yaml.MappingNode):
+        raise yaml.constructor.ConstructorError(
+            None, None, "!replace tags a mapping", node.start_mark)
+    return Replace(loader.construct_mapping(node, deep=True))
+
+
+_Loader.add_constructor("!replace", _construct_replace)
+
+
+def _read_extending(p: Path, chain: tuple[Path, ...],
+                    layers: list[tuple[str, dict[str, Any]]]) -> dict[str, Any]:
+    """``p`` with its bases merged under it; ``layers`` gets each file's own keys in merge
+    order (to name the file an error comes from)."""
+    if p.is_dir():
+        raise ConfigError(f"{p} is a directory, not a config file")
     if not p.is_file():
-        via = f" (extended by {chain[-1]})" if chain else ""
-        raise ConfigError(f"config file not found: {p}{via}")
+        raise ConfigError(f"config file not found: {p}")
     key = p.resolve()
     if key in chain:
         cycle = " -> ".join(str(c) for c in (*chain, key))
         raise ConfigError(f"{p}: '{EXTENDS}' goes round in a circle: {cycle}")
     try:
-        loaded = yaml.safe_load(p.read_text(encoding="utf-8"))
+        loaded = yaml.load(p.read_text(encoding="utf-8"), Loader=_Loader)  # noqa: S506 (safe)
     except yaml.YAMLError as e:
         raise ConfigError(f"{p}: invalid YAML: {e}") from None
     except UnicodeDecodeError:
@@ -387,9 +419,10 @@ def _read_extending(p: Path, chain: tuple[Path, ...]) -> dict[str, Any]:
         loaded = {}
     if not isinstance(loaded, dict):
         raise ConfigError(f"{p}: top level must be a mapping, got {type(loaded).__name__}")
-    bases = loaded.pop(EXTENDS, None)
-    if bases is None:
-        return loaded
+    if EXTENDS not in loaded:
+        layers.append((str(p), loaded))
+        return _plain(loaded)
+    bases = loaded.pop(EXTENDS)
     if isinstance(bases, str):
         bases = [bases]
     if not isinstance(bases, list) or not bases or not all(
@@ -398,19 +431,32 @@ def _read_extending(p: Path, chain: tuple[Path, ...]) -> dict[str, Any]:
                           f"got {bases!r}")
     merged: dict[str, Any] = {}
     for base in bases:
-        merged = merge_config(merged, _read_extending(p.parent / base, (*chain, key)))
+        target = p.parent / base
+        if not target.exists():
+            raise ConfigError(f"{p}: '{EXTENDS}: {base}' names no file ({target} not found)")
+        merged = merge_config(merged, _read_extending(target, (*chain, key), layers))
+    layers.append((str(p), loaded))
     return merge_config(merged, loaded)
 
 
 def merge_config(base: dict[str, Any], over: dict[str, Any]) -> dict[str, Any]:
-    """``over`` merged into a copy of ``base``: mappings key by key, other values replaced."""
+    """``over`` merged into a copy of ``base``: mappings key by key, other values (and
+    mappings tagged ``!replace``) replaced."""
     out = dict(base)
     for k, v in over.items():
-        if isinstance(v, dict) and isinstance(out.get(k), dict):
+        if isinstance(v, dict) and not isinstance(v, Replace) and isinstance(out.get(k), dict):
             out[k] = merge_config(out[k], v)
         else:
-            out[k] = v
+            out[k] = _plain(v)
     return out
+
+
+def _plain(v: Any) -> Any:
+    if isinstance(v, dict):
+        return {k: _plain(x) for k, x in v.items()}
+    if isinstance(v, list):
+        return [_plain(x) for x in v]
+    return v
 
 
 def apply_override(data: dict[str, Any], item: str) -> None:
@@ -444,15 +490,34 @@ def validate(data: dict[str, Any]) -> Config:
         raise ConfigError(_explain(e)) from None
 
 
-def _explain(err: ValidationError) -> str:
+def _explain(err: ValidationError, layers: list[tuple[str, dict[str, Any]]] | None = None
+             ) -> str:
     lines = []
     for e in err.errors():
         loc = ".".join(str(x) for x in e["loc"])
         if e["type"] == "extra_forbidden":
-            lines.append(f"unknown config key '{loc}'{_suggest(e['loc'])}")
+            line = f"unknown config key '{loc}'{_suggest(e['loc'])}"
         else:
-            lines.append(f"config key '{loc}': {e['msg']}")
+            line = f"config key '{loc}': {e['msg']}"
+        source = _source(e["loc"], layers or [])
+        lines.append(f"{line} (set in {source})" if source else line)
     return "; ".join(lines)
+
+
+def _source(loc: tuple[Any, ...], layers: list[tuple[str, dict[str, Any]]]) -> str | None:
+    """The last layer (file or override) that sets the deepest part of ``loc``."""
+    best, depth = None, 0
+    for name, tree in layers:
+        node: Any = tree
+        d = 0
+        for part in loc:
+            if not isinstance(node, dict) or str(part) not in node:
+                break
+            node = node[str(part)]
+            d += 1
+        if d and d >= depth:
+            best, depth = name, d
+    return best
 
 
 def _suggest(loc: tuple[Any, ...]) -> str:
