@@ -13,7 +13,7 @@ lock on the dev box):
     python benchmarks/retrieval_scale.py serve    --work W --tier opq-ivfpq --nprobe 64 --rerank 200
     python benchmarks/retrieval_scale.py encode   --work W          # query encoding, apart
     python benchmarks/retrieval_scale.py bm25-build --work W        # BM25 over the same corpus
-    python benchmarks/retrieval_scale.py bm25-serve --work W
+    python benchmarks/retrieval_scale.py bm25-serve --work W [--per-term-bounds]
     python benchmarks/retrieval_scale.py report   --work W [--work W4]
 
 ``gen`` writes a faiss ``IndexFlatIP`` file of unit vectors drawn around 4,096 random centres
@@ -208,7 +208,7 @@ def bm25_build(work: Path) -> None:
                   "disk_bytes": du(work / "bm25"), **s.stop()})
 
 
-def bm25_serve(work: Path, single: int, batch: int, k: int) -> None:
+def bm25_serve(work: Path, single: int, batch: int, k: int, per_term: bool = False) -> None:
     from retrieval_speed import questions
 
     from marag.retrieval import open_index
@@ -216,6 +216,8 @@ def bm25_serve(work: Path, single: int, batch: int, k: int) -> None:
     s = Sampler()
     t0 = time.perf_counter()
     idx = open_index(work / "bm25")
+    if per_term:  # as before bounds were stored: each term's column read whole on first use
+        idx.postings.stored_bounds = None
     load_s = time.perf_counter() - t0
     after_load = status()
     qs = (questions() * 3)[: max(batch, single + 5)]
@@ -228,7 +230,9 @@ def bm25_serve(work: Path, single: int, batch: int, k: int) -> None:
     t2 = time.perf_counter()
     idx.search_batch(qs[:batch], k)
     record(work, {"step": "bm25-serve", "bm25_search": "maxscore" if hasattr(idx, "postings")
-                  else "exhaustive", "k": k, "load_s": round(load_s, 3),
+                  else "exhaustive", "bounds": "stored" if getattr(
+                      idx.postings, "stored_bounds", None) is not None else "per-term",
+                  "k": k, "load_s": round(load_s, 3),
                   "after_load": after_load, "single_queries": single,
                   "p50_ms": round(1000 * float(np.percentile(lat, 50)), 2),
                   "p99_ms": round(1000 * float(np.percentile(lat, 99)), 2),
@@ -259,6 +263,8 @@ def main() -> None:
     ap.add_argument("--single", type=int, default=200, help="single-query latency samples")
     ap.add_argument("--batch", type=int, default=2560, help="queries in the batch (Search-R1: 2,560)")
     ap.add_argument("-k", type=int, default=3)
+    ap.add_argument("--per-term-bounds", action="store_true",
+                    help="bm25-serve: ignore the stored bounds (as an index built before them)")
     a = ap.parse_args()
     w = a.work[0]
     if a.step == "gen":
@@ -274,7 +280,7 @@ def main() -> None:
     elif a.step == "bm25-build":
         bm25_build(w)
     elif a.step == "bm25-serve":
-        bm25_serve(w, a.single, a.batch, a.k)
+        bm25_serve(w, a.single, a.batch, a.k, a.per_term_bounds)
     else:
         report(a.work)
 

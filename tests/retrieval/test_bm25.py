@@ -153,3 +153,35 @@ def test_pruned_search_equals_scoring_every_passage(bm25_index, nq_queries):
             assert scores.tobytes() == want_scores.tobytes()
             pruned += idx.postings.visited() < full
     assert pruned > 0  # the real queries do take the pruned path
+
+
+def test_bounds_are_stored_by_the_build_and_used(bm25_index, nq_queries, tmp_path, caplog):
+    from marag.retrieval.bm25 import BOUNDS_FILE
+    from marag.retrieval.bm25_topk import column_bounds
+
+    idx = open_index(bm25_index)
+    assert (bm25_index / BOUNDS_FILE).is_file() and idx.postings.stored_bounds is not None
+    p = idx.postings
+    top, ok = column_bounds(p.data, p.rows, p.indptr, chunk=97)
+    assert p.stored_bounds[0].tobytes() == top.tobytes()
+    assert p.stored_bounds[1].tolist() == ok.tolist()
+    p.small = 0
+    with_bounds = idx.search_batch(nq_queries, 5)
+    assert p._bounds == {}  # no posting list was read to find a bound
+    # an index without the file (built before marag stored them) finds them per term
+    old = tmp_path / "old"
+    shutil.copytree(bm25_index, old)
+    (old / BOUNDS_FILE).unlink()
+    lazy = open_index(old)
+    lazy.postings.small = 0
+    assert lazy.postings.stored_bounds is None
+    assert lazy.search_batch(nq_queries, 5) == with_bounds and lazy.postings._bounds
+    # a file that does not fit the index is ignored, and said so
+    np.savez(old / BOUNDS_FILE, top=np.zeros(3, np.float32), ok=np.ones(3, bool))
+    with caplog.at_level("WARNING"):
+        assert open_index(old).postings.stored_bounds is None
+    assert "bounds of (3,) terms" in caplog.text
+    (old / BOUNDS_FILE).write_bytes(b"not a zip")
+    with caplog.at_level("WARNING"):
+        assert open_index(old).search_batch(nq_queries[:2], 5) == with_bounds[:2]
+    assert "unreadable" in caplog.text

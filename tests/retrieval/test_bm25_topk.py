@@ -7,7 +7,7 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from marag.retrieval.bm25_topk import Postings, top_hits
+from marag.retrieval.bm25_topk import Postings, column_bounds, top_hits
 
 
 def matrix(rng: np.random.Generator, n_docs: int, df: list[int], levels: int) -> Postings:
@@ -154,3 +154,50 @@ def test_lists_that_cannot_be_pruned_are_finished_the_plain_way():
     small = Postings(p.data, p.rows, p.indptr, n, small=40_000)  # short lists: plain at once
     _same(small, [0, 1, 2, 3], 10)
     assert small.visited() == 32000 and small._pool == []
+
+
+@settings(max_examples=200, deadline=None)
+@given(seed=st.integers(0, 2**32 - 1), df=st.lists(st.integers(0, 40), min_size=1, max_size=12),
+       spoil=st.lists(st.sampled_from(["negative", "zero", "inf", "nan", "unsorted", "repeat"]),
+                      max_size=3),
+       chunk=st.sampled_from([1, 3, 7, 64, 1 << 24]))
+def test_stored_bounds_are_the_ones_found_per_column(seed, df, spoil, chunk):
+    rng = np.random.default_rng(seed)
+    p = matrix(rng, 60, df, 5)
+    data, rows = p.data.copy(), p.rows.copy()
+    for kind in spoil:  # each spoils one entry of a random non-empty column
+        full = [t for t in range(len(df)) if p.indptr[t + 1] > p.indptr[t]]
+        if not full:
+            break
+        t = int(rng.choice(full))
+        lo, hi = int(p.indptr[t]), int(p.indptr[t + 1])
+        j = int(rng.integers(lo, hi))
+        if kind in ("unsorted", "repeat"):
+            if hi - lo < 2:
+                continue
+            j = max(j, lo + 1)
+            rows[j] = rows[j - 1] if kind == "repeat" else rows[j - 1] - 1
+        else:
+            data[j] = {"negative": -1.0, "zero": 0.0, "inf": np.inf, "nan": np.nan}[kind]
+    top, ok = column_bounds(data, rows, p.indptr, chunk=chunk)
+    lazy = Postings(data, rows, p.indptr, 60, small=0)
+    for t in range(len(df)):
+        want_top, want_ok = lazy.bound(t)
+        assert ok[t] == want_ok
+        if want_ok or np.isfinite(want_top):
+            assert float(top[t]) == want_top
+        else:
+            assert not np.isfinite(top[t])
+
+
+@settings(max_examples=100, deadline=None)
+@given(seed=st.integers(0, 2**32 - 1), df=st.lists(st.integers(0, 300), min_size=1, max_size=8),
+       k=st.integers(1, 12), data=st.data())
+def test_search_with_stored_bounds_is_the_same_search(seed, df, k, data):
+    p = matrix(np.random.default_rng(seed), 300, df, 5)
+    stored = Postings(p.data, p.rows, p.indptr, 300, small=0,
+                      bounds=column_bounds(p.data, p.rows, p.indptr, chunk=50))
+    ids = data.draw(st.lists(st.integers(0, len(df) - 1), max_size=10))
+    got, want = stored.top(ids, k), p.top(ids, k)
+    assert got[0].tolist() == want[0].tolist() and got[1].tobytes() == want[1].tobytes()
+    assert stored._bounds == {}  # nothing was read column by column

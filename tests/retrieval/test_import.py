@@ -126,6 +126,8 @@ def test_import_bm25s_and_both_as_hybrid(wiki18_layout, nq_queries, tmp_path):
     import_index(out, wiki18_layout["corpus"], bm25_dir=wiki18_layout["bm25"])
     assert (out / "bm25s").is_symlink()  # referenced, not copied
     idx = open_index(out)
+    assert idx.postings.stored_bounds is not None  # written beside the link, not into it
+    assert not (wiki18_layout["bm25"] / "term_bounds.npz").exists()
     ref = bm25s.BM25.load(str(wiki18_layout["bm25"]))
     q = bm25s.tokenize(nq_queries, stopwords="en", stemmer=Stemmer.Stemmer("english"),
                        show_progress=False)

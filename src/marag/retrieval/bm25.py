@@ -24,7 +24,7 @@ import numpy as np
 
 from marag.corpus import build_store
 from marag.retrieval.base import Retriever
-from marag.retrieval.bm25_topk import Postings
+from marag.retrieval.bm25_topk import Postings, column_bounds
 from marag.retrieval.manifest import (
     MANIFEST,
     STORE_DIR,
@@ -39,6 +39,9 @@ from marag.types import Hits
 log = logging.getLogger(__name__)
 
 BM25_DIR = "bm25s"
+# each term's largest score and whether MaxScore may prune with it (column_bounds): written
+# by the build and the import, so serving never reads a whole posting list to find them
+BOUNDS_FILE = "term_bounds.npz"
 DEFAULT_PARAMS = {"k1": 1.5, "b": 0.75, "method": "lucene"}
 
 
@@ -178,6 +181,7 @@ def build_bm25(
     model.scores, model.vocab_dict = scores, vocab
     model.nonoccurrence_array = None  # only bm25l/bm25+ use it; those are not offered
     model.save(str(out / BM25_DIR), show_progress=False)
+    write_bounds(out, scores)
     del model, scores
     shutil.rmtree(out / "build.tmp")
     write_manifest(
@@ -190,6 +194,32 @@ def build_bm25(
     )
     store.close()
     return out
+
+
+def write_bounds(out: Path, scores: dict[str, Any]) -> None:
+    top, ok = column_bounds(scores["data"], scores["indices"], scores["indptr"])
+    tmp = out / (BOUNDS_FILE + ".tmp.npz")
+    np.savez(tmp, top=top, ok=ok)
+    os.replace(tmp, out / BOUNDS_FILE)
+
+
+def read_bounds(index_dir: Path, n_terms: int) -> tuple[np.ndarray, np.ndarray] | None:
+    """The stored bounds, or None (an index built before they were stored: each term's
+    bound is then found on its first search); a file that does not fit is ignored, loudly."""
+    path = index_dir / BOUNDS_FILE
+    if not path.is_file():
+        return None
+    try:
+        with np.load(path) as f:
+            top, ok = f["top"], f["ok"]
+    except (OSError, ValueError, KeyError) as e:
+        log.warning("%s: unreadable (%s); bounds are found per term instead", path, e)
+        return None
+    if top.shape != (n_terms,) or ok.shape != (n_terms,) or ok.dtype != bool:
+        log.warning("%s holds bounds of %s terms, the index has %d; bounds are found per term "
+                    "instead", path, top.shape, n_terms)
+        return None
+    return top.astype(np.float32, copy=False), ok
 
 
 class BM25Index(Retriever):
@@ -209,10 +239,11 @@ class BM25Index(Retriever):
         self._local = threading.local()
         # plain ndarray views of bm25s's memory maps: indexing np.memmap costs microseconds
         scores = self.model.scores
+        indptr = np.asarray(scores["indptr"]).view(np.ndarray)
         self.postings = Postings(np.asarray(scores["data"]).view(np.ndarray),
                                  np.asarray(scores["indices"]).view(np.ndarray),
-                                 np.asarray(scores["indptr"]).view(np.ndarray),
-                                 int(scores["num_docs"]))
+                                 indptr, int(scores["num_docs"]),
+                                 bounds=read_bounds(self.dir, len(indptr) - 1))
         self._num_docs = self.postings.num_docs
 
     def __len__(self) -> int:

@@ -70,15 +70,51 @@ def top_hits(scores: np.ndarray, k: int, rows: np.ndarray | None = None
     return out_rows, top
 
 
+def column_bounds(data: np.ndarray, rows: np.ndarray, indptr: np.ndarray,
+                  chunk: int = 1 << 24) -> tuple[np.ndarray, np.ndarray]:
+    """Every column's largest entry (0 for an empty column) and whether pruning may use the
+    column (every entry positive and finite, rows ascending), as ``Postings.bound`` finds
+    them one column at a time: one pass over the matrix, about ``chunk`` entries at a time,
+    so a memory-mapped matrix is streamed through, never held whole."""
+    n = len(indptr) - 1
+    top = np.zeros(n, dtype=np.float32)
+    ok = np.ones(n, dtype=bool)
+    c = 0
+    while c < n:
+        lo = int(indptr[c])
+        e = min(max(int(np.searchsorted(indptr, lo + chunk, side="right")) - 1, c + 1), n)
+        hi = int(indptr[e])
+        if hi > lo:
+            d = np.asarray(data[lo:hi])
+            r = np.asarray(rows[lo:hi])
+            ptr = np.asarray(indptr[c:e + 1], dtype=np.int64)
+            full = ptr[1:] > ptr[:-1]
+            starts = ptr[:-1][full] - lo  # ascending: empty columns hold no entries
+            cols = np.arange(c, e)[full]
+            top[cols] = np.maximum.reduceat(d, starts)
+            low = np.minimum.reduceat(d, starts)
+            unordered = np.zeros(hi - lo, dtype=bool)
+            unordered[1:] = r[1:] <= r[:-1]
+            unordered[starts] = False  # a column's first row follows another column's
+            ok[cols] = (low > 0) & np.isfinite(top[cols]) \
+                & ~np.logical_or.reduceat(unordered, starts)
+        c = e
+    return top, ok
+
+
 class Postings:
     """A BM25 score matrix in CSC form (bm25s's ``data``/``indices``/``indptr``), searched
     for the exact top-k. Thread-safe: scratch arrays come from a pool (one per search in
     flight, kept for reuse), bounds are cached per term (a race computes one twice)."""
 
     def __init__(self, data: np.ndarray, rows: np.ndarray, indptr: np.ndarray,
-                 num_docs: int, small: int = SMALL) -> None:
+                 num_docs: int, small: int = SMALL,
+                 bounds: tuple[np.ndarray, np.ndarray] | None = None) -> None:
         self.data, self.rows, self.indptr, self.num_docs = data, rows, indptr, num_docs
         self.small = small
+        # every column's (max, prunable), from column_bounds at build time: without them a
+        # term's first search reads its whole column (every page of it) to find its maximum
+        self.stored_bounds = bounds
         self._bounds: dict[int, tuple[float, bool]] = {}  # term -> (max, prunable)
         self._pool: list[np.ndarray] = []
         self._pool_lock = threading.Lock()
@@ -91,6 +127,8 @@ class Postings:
     def bound(self, t: int) -> tuple[float, bool]:
         """The column's largest entry, and whether pruning may use it (every entry positive
         and finite, rows ascending); computed on first use."""
+        if self.stored_bounds is not None:
+            return float(self.stored_bounds[0][t]), bool(self.stored_bounds[1][t])
         hit = self._bounds.get(t)
         if hit is None:
             rows, data = self.column(t)

@@ -140,6 +140,9 @@ def import_index(
     if bm25_dir is not None:
         parts["bm25"] = _import_bm25(out / "bm25" if vf is not None else out, Path(bm25_dir),
                                      record, scan.count, passages, out, t0)
+        from marag.retrieval.bm25 import BOUNDS_FILE
+
+        written.append(parts["bm25"] / BOUNDS_FILE)
         report["parts"].append({"kind": "bm25", "dir": str(parts["bm25"]),
                                 "bm25s": str(Path(bm25_dir).resolve())})
     if len(parts) == 2:
@@ -163,7 +166,7 @@ def _import_bm25(part: Path, src: Path, record: dict[str, Any], count: int,
                  passages: dict[str, Any], out: Path, t0: float) -> Path:
     import bm25s
 
-    from marag.retrieval.bm25 import BM25_DIR
+    from marag.retrieval.bm25 import BM25_DIR, write_bounds
 
     part.mkdir(parents=True, exist_ok=True)
     model = bm25s.BM25.load(str(src), mmap=True, show_progress=False)
@@ -175,6 +178,7 @@ def _import_bm25(part: Path, src: Path, record: dict[str, Any], count: int,
     if link.is_symlink() or link.exists():
         link.unlink()
     link.symlink_to(src.resolve(), target_is_directory=True)  # referenced, never copied
+    write_bounds(part, model.scores)  # one streamed pass; a few bytes per term
     manifest = _base_manifest("bm25", record, count, time.perf_counter() - t0)
     manifest.update({
         "passages": _rel_store(passages, out, part),
