@@ -410,7 +410,7 @@ def _read_extending(p: Path, chain: tuple[Path, ...],
         cycle = " -> ".join(str(c) for c in (*chain, key))
         raise ConfigError(f"{p}: '{EXTENDS}' goes round in a circle: {cycle}")
     try:
-        loaded = yaml.load(p.read_text(encoding="utf-8"), Loader=_Loader)  # noqa: S506 (safe)
+        loaded = yaml.load(p.read_text(encoding="utf-8"), Loader=_Loader)  # a SafeLoader
     except yaml.YAMLError as e:
         raise ConfigError(f"{p}: invalid YAML: {e}") from None
     except UnicodeDecodeError:

@@ -176,12 +176,26 @@ def test_bounds_are_stored_by_the_build_and_used(bm25_index, nq_queries, tmp_pat
     lazy.postings.small = 0
     assert lazy.postings.stored_bounds is None
     assert lazy.search_batch(nq_queries, 5) == with_bounds and lazy.postings._bounds
-    # a file that does not fit the index is ignored, and said so
-    np.savez(old / BOUNDS_FILE, top=np.zeros(3, np.float32), ok=np.ones(3, bool))
+    # a file that does not fit, is damaged, or was computed from another matrix is ignored,
+    # and said so: a wrong bound would drop real results
+    good = (bm25_index / BOUNDS_FILE).read_bytes()
+    for damage, needle in [(b"", "unreadable"), (b"not a zip", "unreadable"),
+                           (good[: len(good) // 2], "unreadable")]:
+        (old / BOUNDS_FILE).write_bytes(damage)
+        caplog.clear()
+        with caplog.at_level("WARNING"):
+            reopened = open_index(old)
+        assert reopened.postings.stored_bounds is None and needle in caplog.text
+        assert reopened.search_batch(nq_queries[:2], 5) == with_bounds[:2]
+    # copytree keeps sizes and modification times: the same matrix by its fingerprint
+    (old / BOUNDS_FILE).write_bytes(good)
+    assert open_index(old).postings.stored_bounds is not None
+    # an older marag rebuilding the folder leaves the file of the matrix before it
+    stale = tmp_path / "stale"
+    shutil.copytree(bm25_index, stale)
+    np.save(stale / "bm25s" / "data.csc.index.npy",
+            np.load(stale / "bm25s" / "data.csc.index.npy") * np.float32(0.5))
+    caplog.clear()
     with caplog.at_level("WARNING"):
-        assert open_index(old).postings.stored_bounds is None
-    assert "bounds of (3,) terms" in caplog.text
-    (old / BOUNDS_FILE).write_bytes(b"not a zip")
-    with caplog.at_level("WARNING"):
-        assert open_index(old).search_batch(nq_queries[:2], 5) == with_bounds[:2]
-    assert "unreadable" in caplog.text
+        assert open_index(stale).postings.stored_bounds is None
+    assert "computed from another score matrix" in caplog.text

@@ -201,3 +201,14 @@ def test_search_with_stored_bounds_is_the_same_search(seed, df, k, data):
     got, want = stored.top(ids, k), p.top(ids, k)
     assert got[0].tolist() == want[0].tolist() and got[1].tobytes() == want[1].tobytes()
     assert stored._bounds == {}  # nothing was read column by column
+
+
+def test_bounds_keep_the_entries_precision():
+    data = np.array([0.9398815210, 1e39, 2.0], np.float64)  # 1e39: beyond float32
+    rows = np.array([0, 1, 0], np.int32)
+    indptr = np.array([0, 2, 3], np.int32)
+    top, ok = column_bounds(data, rows, indptr)
+    lazy = Postings(data, rows, indptr, 2, small=0)
+    assert top.dtype == np.float64
+    assert [(float(a), bool(b)) for a, b in zip(top, ok, strict=True)] \
+        == [lazy.bound(0), lazy.bound(1)] == [(1e39, True), (2.0, True)]

@@ -9,6 +9,7 @@ import pytest
 
 from marag.cli import main
 from marag.retrieval import open_index
+from marag.retrieval.bm25_topk import Postings
 from marag.retrieval.imported import ImportError_, import_index, verify_index
 from marag.retrieval.manifest import BadIndexError
 from marag.retrieval.tiered import TieredDenseIndex
@@ -126,8 +127,15 @@ def test_import_bm25s_and_both_as_hybrid(wiki18_layout, nq_queries, tmp_path):
     import_index(out, wiki18_layout["corpus"], bm25_dir=wiki18_layout["bm25"])
     assert (out / "bm25s").is_symlink()  # referenced, not copied
     idx = open_index(out)
-    assert idx.postings.stored_bounds is not None  # written beside the link, not into it
+    # each term's bound written beside the link, not into the referenced folder, and the
+    # bounds a term's own list gives
+    p = idx.postings
+    assert p.stored_bounds is not None
     assert not (wiki18_layout["bm25"] / "term_bounds.npz").exists()
+    lazy = Postings(p.data, p.rows, p.indptr, p.num_docs, small=0)
+    assert [(float(a), bool(b)) for a, b in zip(*p.stored_bounds, strict=True)] \
+        == [lazy.bound(t) for t in range(len(p.indptr) - 1)]
+    p.small = 0  # the pruned path, with the stored bounds, gives bm25s's results below
     ref = bm25s.BM25.load(str(wiki18_layout["bm25"]))
     q = bm25s.tokenize(nq_queries, stopwords="en", stemmer=Stemmer.Stemmer("english"),
                        show_progress=False)

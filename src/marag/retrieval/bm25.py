@@ -12,6 +12,7 @@ would produce (a test compares them), and it is loaded back with
 
 from __future__ import annotations
 
+import json
 import logging
 import os
 import shutil
@@ -196,30 +197,57 @@ def build_bm25(
     return out
 
 
+def matrix_fingerprint(bm25s_dir: Path, scores: dict[str, Any]) -> dict[str, Any]:
+    """What the stored bounds were computed from: the shape of the score matrix and the size
+    and modification time of each of bm25s's files (followed through a link), so bounds
+    left from another matrix (a rebuilt or re-saved bm25s folder) are never trusted."""
+    files = {}
+    for f in sorted(Path(bm25s_dir).resolve().iterdir()):
+        if f.is_file():
+            st = f.stat()
+            files[f.name] = [st.st_size, st.st_mtime_ns]
+    return {"terms": len(scores["indptr"]) - 1, "nnz": int(scores["indptr"][-1]),
+            "num_docs": int(scores["num_docs"]), "files": files}
+
+
 def write_bounds(out: Path, scores: dict[str, Any]) -> None:
+    """Every term's bound (``column_bounds``) into ``out/term_bounds.npz`` with the
+    fingerprint of the matrix in ``out/bm25s``; written whole or not at all."""
     top, ok = column_bounds(scores["data"], scores["indices"], scores["indptr"])
-    tmp = out / (BOUNDS_FILE + ".tmp.npz")
-    np.savez(tmp, top=top, ok=ok)
+    fingerprint = json.dumps(matrix_fingerprint(out / BM25_DIR, scores), sort_keys=True)
+    tmp = out / "term_bounds.tmp.npz"
+    with open(tmp, "wb") as f:
+        np.savez(f, top=top, ok=ok, fingerprint=np.array(fingerprint))
+        f.flush()
+        os.fsync(f.fileno())
     os.replace(tmp, out / BOUNDS_FILE)
 
 
-def read_bounds(index_dir: Path, n_terms: int) -> tuple[np.ndarray, np.ndarray] | None:
+def read_bounds(index_dir: Path, scores: dict[str, Any]) -> tuple[np.ndarray, np.ndarray] | None:
     """The stored bounds, or None (an index built before they were stored: each term's
-    bound is then found on its first search); a file that does not fit is ignored, loudly."""
+    bound is then found on its first search). A file that cannot be read, or was computed
+    from another matrix, is ignored, loudly: a wrong bound would drop real results."""
     path = index_dir / BOUNDS_FILE
     if not path.is_file():
         return None
+    n_terms = len(scores["indptr"]) - 1
     try:
-        with np.load(path) as f:
-            top, ok = f["top"], f["ok"]
-    except (OSError, ValueError, KeyError) as e:
-        log.warning("%s: unreadable (%s); bounds are found per term instead", path, e)
+        with np.load(path, allow_pickle=False) as f:
+            top, ok, stored = f["top"], f["ok"], json.loads(str(f["fingerprint"]))
+        now = matrix_fingerprint(index_dir / BM25_DIR, scores)
+        if stored != now:
+            log.warning("%s was computed from another score matrix than %s holds now; bounds "
+                        "are found per term instead (rebuild or re-import to store them)",
+                        path, index_dir / BM25_DIR)
+            return None
+        if top.shape != (n_terms,) or ok.shape != (n_terms,) or ok.dtype != bool \
+                or top.dtype.kind != "f":
+            raise ValueError(f"bounds of shape {top.shape} ({top.dtype}) for {n_terms} terms")
+        return top, ok
+    except Exception as e:  # noqa: BLE001 - any damage means: do without
+        log.warning("%s: unreadable (%s: %s); bounds are found per term instead", path,
+                    type(e).__name__, e)
         return None
-    if top.shape != (n_terms,) or ok.shape != (n_terms,) or ok.dtype != bool:
-        log.warning("%s holds bounds of %s terms, the index has %d; bounds are found per term "
-                    "instead", path, top.shape, n_terms)
-        return None
-    return top.astype(np.float32, copy=False), ok
 
 
 class BM25Index(Retriever):
@@ -243,7 +271,7 @@ class BM25Index(Retriever):
         self.postings = Postings(np.asarray(scores["data"]).view(np.ndarray),
                                  np.asarray(scores["indices"]).view(np.ndarray),
                                  indptr, int(scores["num_docs"]),
-                                 bounds=read_bounds(self.dir, len(indptr) - 1))
+                                 bounds=read_bounds(self.dir, scores))
         self._num_docs = self.postings.num_docs
 
     def __len__(self) -> int:

@@ -75,9 +75,10 @@ def column_bounds(data: np.ndarray, rows: np.ndarray, indptr: np.ndarray,
     """Every column's largest entry (0 for an empty column) and whether pruning may use the
     column (every entry positive and finite, rows ascending), as ``Postings.bound`` finds
     them one column at a time: one pass over the matrix, about ``chunk`` entries at a time,
-    so a memory-mapped matrix is streamed through, never held whole."""
+    so a memory-mapped matrix is streamed through, never copied whole into private memory
+    (its pages are read once, as file pages). The maxima keep the entries' own precision."""
     n = len(indptr) - 1
-    top = np.zeros(n, dtype=np.float32)
+    top = np.zeros(n, dtype=np.result_type(data.dtype, np.float32))
     ok = np.ones(n, dtype=bool)
     c = 0
     while c < n:
@@ -105,7 +106,8 @@ def column_bounds(data: np.ndarray, rows: np.ndarray, indptr: np.ndarray,
 class Postings:
     """A BM25 score matrix in CSC form (bm25s's ``data``/``indices``/``indptr``), searched
     for the exact top-k. Thread-safe: scratch arrays come from a pool (one per search in
-    flight, kept for reuse), bounds are cached per term (a race computes one twice)."""
+    flight, kept for reuse); bounds are the stored ones (``column_bounds``) or, without them,
+    found per term and cached (a race computes one twice)."""
 
     def __init__(self, data: np.ndarray, rows: np.ndarray, indptr: np.ndarray,
                  num_docs: int, small: int = SMALL,
@@ -126,7 +128,8 @@ class Postings:
 
     def bound(self, t: int) -> tuple[float, bool]:
         """The column's largest entry, and whether pruning may use it (every entry positive
-        and finite, rows ascending); computed on first use."""
+        and finite, rows ascending): stored, or computed on the term's first use (which reads
+        its whole column)."""
         if self.stored_bounds is not None:
             return float(self.stored_bounds[0][t]), bool(self.stored_bounds[1][t])
         hit = self._bounds.get(t)

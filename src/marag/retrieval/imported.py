@@ -1,7 +1,8 @@
 """Import indexes users already have (Search-R1's and FlashRAG's wiki-18), compress and verify.
 
 ``import_index`` references a faiss flat file (row i = corpus line i) and/or a bm25s index
-directory in place: nothing is re-encoded and the big files are neither copied nor loaded.
+directory in place: nothing is re-encoded and the big files are neither copied nor loaded
+(a bm25s matrix is read through once, streamed, to store each term's bound for MaxScore).
 It checks that the corpus has one passage per vector row (ids in line order where they are
 numbers), that the encoder makes vectors of the file's dimension and pools as stated, and
 records the query encoder's settings. ``compress_index`` adds a compressed tier built by
@@ -166,7 +167,7 @@ def _import_bm25(part: Path, src: Path, record: dict[str, Any], count: int,
                  passages: dict[str, Any], out: Path, t0: float) -> Path:
     import bm25s
 
-    from marag.retrieval.bm25 import BM25_DIR, write_bounds
+    from marag.retrieval.bm25 import BM25_DIR, BOUNDS_FILE, write_bounds
 
     part.mkdir(parents=True, exist_ok=True)
     model = bm25s.BM25.load(str(src), mmap=True, show_progress=False)
@@ -175,10 +176,14 @@ def _import_bm25(part: Path, src: Path, record: dict[str, Any], count: int,
         raise ImportError_(f"{src}: bm25s index holds {n} documents but the corpus has "
                            f"{count} passages: document i must be passage i")
     link = part / BM25_DIR
+    for stale in (part / MANIFEST, part / BOUNDS_FILE):  # of an earlier import here
+        stale.unlink(missing_ok=True)
     if link.is_symlink() or link.exists():
         link.unlink()
     link.symlink_to(src.resolve(), target_is_directory=True)  # referenced, never copied
-    write_bounds(part, model.scores)  # one streamed pass; a few bytes per term
+    # each term's bound for MaxScore, in one streamed read of the matrix (its pages are read
+    # once, nothing is copied; a few bytes per term are written)
+    write_bounds(part, model.scores)
     manifest = _base_manifest("bm25", record, count, time.perf_counter() - t0)
     manifest.update({
         "passages": _rel_store(passages, out, part),
