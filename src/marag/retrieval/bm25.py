@@ -198,14 +198,23 @@ def build_bm25(
 
 
 def matrix_fingerprint(bm25s_dir: Path, scores: dict[str, Any]) -> dict[str, Any]:
-    """What the stored bounds were computed from: the shape of the score matrix and the size
-    and modification time of each of bm25s's files (followed through a link), so bounds
-    left from another matrix (a rebuilt or re-saved bm25s folder) are never trusted."""
+    """What the stored bounds were computed from: the shape of the score matrix and, for
+    each of bm25s's files (followed through a link), its size and a hash of 16 blocks spread
+    over it, so bounds left from another matrix (a rebuilt or re-saved bm25s folder) are
+    never trusted, while a copied index keeps its bounds. Reads 64 KiB a file."""
+    import hashlib
+
     files = {}
     for f in sorted(Path(bm25s_dir).resolve().iterdir()):
-        if f.is_file():
-            st = f.stat()
-            files[f.name] = [st.st_size, st.st_mtime_ns]
+        if not f.is_file():
+            continue
+        size = f.stat().st_size
+        h = hashlib.sha1(usedforsecurity=False)
+        with open(f, "rb") as fh:
+            for i in range(16):
+                fh.seek(max(size - 4096, 0) * i // 15)
+                h.update(fh.read(4096))
+        files[f.name] = [size, h.hexdigest()]
     return {"terms": len(scores["indptr"]) - 1, "nnz": int(scores["indptr"][-1]),
             "num_docs": int(scores["num_docs"]), "files": files}
 
