@@ -202,3 +202,32 @@ def test_bounds_are_stored_by_the_build_and_used(bm25_index, nq_queries, tmp_pat
     with caplog.at_level("WARNING"):
         assert open_index(stale).postings.stored_bounds is None
     assert "computed from another score matrix" in caplog.text
+
+
+def _mapped_kib(name: str) -> int:
+    """Resident KiB of this process's mappings of files called ``name`` (/proc/self/smaps)."""
+    total, inside = 0, False
+    with open("/proc/self/smaps") as f:
+        for line in f:
+            head = line.split()
+            if len(head) >= 5 and "-" in head[0] and ":" in head[3]:  # a mapping's first line
+                inside = line.rstrip().endswith(name)
+            elif inside and line.startswith("Rss:"):
+                total += int(head[1])
+    return total
+
+
+def test_matrix_pages_are_handed_back_every_release_every_queries(bm25_index, nq_queries):
+    idx = open_index(bm25_index)
+    want = idx.search_batch(nq_queries, 5)
+    idx.release_pages()
+    assert _mapped_kib("data.csc.index.npy") == 0
+    idx.release_every = 0  # kept: the pages a search read stay mapped
+    assert idx.search_batch(nq_queries, 5) == want
+    assert _mapped_kib("data.csc.index.npy") > 0
+    idx.release_every = len(nq_queries)  # handed back after the batch's last query
+    idx._since_release = 0
+    assert idx.search_batch(nq_queries, 5) == want
+    assert _mapped_kib("data.csc.index.npy") == 0
+    idx.release_every = 1  # every query: the same answers
+    assert idx.search_batch(nq_queries, 5) == want

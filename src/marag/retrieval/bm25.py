@@ -14,6 +14,7 @@ from __future__ import annotations
 
 import json
 import logging
+import mmap
 import os
 import shutil
 import threading
@@ -43,6 +44,7 @@ BM25_DIR = "bm25s"
 # each term's largest score and whether MaxScore may prune with it (column_bounds): written
 # by the build and the import, so serving never reads a whole posting list to find them
 BOUNDS_FILE = "term_bounds.npz"
+RELEASE_EVERY = 64  # queries between handing the score matrix's file pages back
 DEFAULT_PARAMS = {"k1": 1.5, "b": 0.75, "method": "lucene"}
 
 
@@ -282,6 +284,15 @@ class BM25Index(Retriever):
                                  indptr, int(scores["num_docs"]),
                                  bounds=read_bounds(self.dir, scores))
         self._num_docs = self.postings.num_docs
+        # The matrix's file pages a search reads stay mapped into this process and count in
+        # its RSS (measured: 5.9 GB of the 7 GB matrix after 2,560 questions at 21M passages).
+        # Every `release_every` queries they are handed back (madvise DONTNEED): the kernel's
+        # page cache keeps them, reclaimable, and the next search maps what it reads again.
+        # 0 keeps them mapped.
+        self.release_every = RELEASE_EVERY
+        self._maps = [m for m in (getattr(scores["data"], "_mmap", None),
+                                  getattr(scores["indices"], "_mmap", None)) if m is not None]
+        self._since_release = 0
 
     def __len__(self) -> int:
         return len(self.store)
@@ -309,8 +320,21 @@ class BM25Index(Retriever):
         for i, tokens in enumerate(tokenize_queries(queries, self.stemmer())):
             ids = [vocab[t] for t in tokens if t in vocab]
             out_rows[i], out_scores[i] = self.postings.top(ids, k)
+            self._since_release += 1
+            if self.release_every and self._since_release >= self.release_every:
+                self.release_pages()
         out_rows[out_scores <= 0] = -1
         return out_rows, out_scores
+
+    def release_pages(self) -> None:
+        """Unmap the score matrix's pages from this process (they stay in the page cache);
+        safe while other threads search: a read maps its page again."""
+        self._since_release = 0
+        for m in self._maps:
+            try:
+                m.madvise(mmap.MADV_DONTNEED)
+            except (OSError, ValueError, AttributeError):  # closed, or not supported here
+                pass
 
     def search_batch(self, queries: list[str], k: int) -> list[Hits]:
         rows, scores = self.search_rows(queries, k)
