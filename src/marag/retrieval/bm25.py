@@ -44,7 +44,7 @@ BM25_DIR = "bm25s"
 # each term's largest score and whether MaxScore may prune with it (column_bounds): written
 # by the build and the import, so serving never reads a whole posting list to find them
 BOUNDS_FILE = "term_bounds.npz"
-RELEASE_EVERY = 64  # queries between handing the score matrix's file pages back
+RELEASE_EVERY = 16  # queries between handing the score matrix's file pages back
 DEFAULT_PARAMS = {"k1": 1.5, "b": 0.75, "method": "lucene"}
 
 
