@@ -369,10 +369,7 @@ def load_config(path: str | Path | None = None, overrides: list[str] | None = No
         single: dict[str, Any] = {}
         apply_override(single, item)
         layers.append((f"--set {item}", single))
-    try:
-        return Config.model_validate(data)
-    except ValidationError as e:
-        raise ConfigError(_explain(e, layers if len(layers) > 1 else [])) from None
+    return validate(data, layers if len(layers) > 1 else None)
 
 
 EXTENDS = "extends"
@@ -419,18 +416,16 @@ def _read_extending(p: Path, chain: tuple[Path, ...],
         loaded = {}
     if not isinstance(loaded, dict):
         raise ConfigError(f"{p}: top level must be a mapping, got {type(loaded).__name__}")
-    if EXTENDS not in loaded:
-        layers.append((str(p), loaded))
-        return _plain(loaded)
-    bases = loaded.pop(EXTENDS)
+    present = EXTENDS in loaded
+    bases = loaded.pop(EXTENDS, None)
     if isinstance(bases, str):
         bases = [bases]
-    if not isinstance(bases, list) or not bases or not all(
-            isinstance(b, str) and b.strip() for b in bases):
+    if present and (not isinstance(bases, list) or not bases or not all(
+            isinstance(b, str) and b.strip() for b in bases)):
         raise ConfigError(f"{p}: '{EXTENDS}' must name a config file or a list of them, "
                           f"got {bases!r}")
     merged: dict[str, Any] = {}
-    for base in bases:
+    for base in bases or []:
         target = p.parent / base
         if not target.exists():
             raise ConfigError(f"{p}: '{EXTENDS}: {base}' names no file ({target} not found)")
@@ -483,11 +478,14 @@ def apply_override(data: dict[str, Any], item: str) -> None:
     node[parts[-1]] = value
 
 
-def validate(data: dict[str, Any]) -> Config:
+def validate(data: dict[str, Any], layers: list[tuple[str, dict[str, Any]]] | None = None
+             ) -> Config:
+    """``data`` as a ``Config``; an error names the layer (file or ``--set``) that set the
+    key, when ``layers`` are given."""
     try:
         return Config.model_validate(data)
     except ValidationError as e:
-        raise ConfigError(_explain(e)) from None
+        raise ConfigError(_explain(e, layers)) from None
 
 
 def _explain(err: ValidationError, layers: list[tuple[str, dict[str, Any]]] | None = None
