@@ -13,7 +13,7 @@ lock on the dev box):
     python benchmarks/retrieval_scale.py serve    --work W --tier opq-ivfpq --nprobe 64 --rerank 200
     python benchmarks/retrieval_scale.py encode   --work W          # query encoding, apart
     python benchmarks/retrieval_scale.py bm25-build --work W        # BM25 over the same corpus
-    python benchmarks/retrieval_scale.py bm25-serve --work W [--per-term-bounds] [--keep-pages]
+    python benchmarks/retrieval_scale.py bm25-serve --work W [--per-term-bounds] [--release-every N]
     python benchmarks/retrieval_scale.py report   --work W [--work W4]
 
 ``gen`` writes a faiss ``IndexFlatIP`` file of unit vectors drawn around 4,096 random centres
@@ -209,7 +209,7 @@ def bm25_build(work: Path) -> None:
 
 
 def bm25_serve(work: Path, single: int, batch: int, k: int, per_term: bool = False,
-               keep_pages: bool = False) -> None:
+               release_every: int | None = None) -> None:
     from retrieval_speed import questions
 
     from marag.retrieval import open_index
@@ -217,8 +217,8 @@ def bm25_serve(work: Path, single: int, batch: int, k: int, per_term: bool = Fal
     s = Sampler()
     t0 = time.perf_counter()
     idx = open_index(work / "bm25")
-    if keep_pages:  # as before: the matrix's pages a search read stay mapped
-        idx.release_every = 0
+    if release_every is not None:  # 0: the matrix's pages a search read stay mapped
+        idx.release_every = release_every
     if per_term:  # as before bounds were stored: each term's column read whole on first use
         # (the load still read the bounds file: load_s and after_load are this version's)
         idx.postings.stored_bounds = None
@@ -268,8 +268,9 @@ def main() -> None:
     ap.add_argument("--single", type=int, default=200, help="single-query latency samples")
     ap.add_argument("--batch", type=int, default=2560, help="queries in the batch (Search-R1: 2,560)")
     ap.add_argument("-k", type=int, default=3)
-    ap.add_argument("--keep-pages", action="store_true",
-                    help="bm25-serve: never hand the matrix's pages back (release_every 0)")
+    ap.add_argument("--release-every", type=int, default=None, metavar="N",
+                    help="bm25-serve: hand the matrix's pages back every N queries (0: "
+                         "never, as before; default: the index's own setting)")
     ap.add_argument("--per-term-bounds", action="store_true",
                     help="bm25-serve: ignore the stored bounds (as an index built before them)")
     a = ap.parse_args()
@@ -287,7 +288,7 @@ def main() -> None:
     elif a.step == "bm25-build":
         bm25_build(w)
     elif a.step == "bm25-serve":
-        bm25_serve(w, a.single, a.batch, a.k, a.per_term_bounds, a.keep_pages)
+        bm25_serve(w, a.single, a.batch, a.k, a.per_term_bounds, a.release_every)
     else:
         report(a.work)
 
