@@ -105,6 +105,68 @@ def test_mmoa_recipe_labels_in_the_runs_own_formats():
     assert ag.target == "Paris</answer>"
 
 
+def _answers(questions, *overrides):
+    cfg = load_config(None, ["method.name=jade", *overrides])
+    pool = Pool()
+    return pool, asyncio.run(sft.examples_answers(questions, pool, cfg))
+
+
+def test_answer_labels_read_the_top_k_documents_an_r_ag_plan_shows():
+    pool, [ag] = _answers(Q)
+    assert pool.asked == [5]  # method.top_k, what R hands AG
+    assert ag.role == "AG" and ag.target == "<answer>Paris</answer>"
+    prompt = " ".join(m["content"] for m in ag.messages)
+    assert "capital of France" in prompt and "Seine" not in prompt  # d7 is below the top 5
+    # the prompt is the one jade's AG builds for these documents
+    role = role_for("AG", "default", "jade")
+    assert ag.messages == role.build(question=Q[0].question, docs=pool.search_batch(["x"], 5)[0].passages)
+    assert role.read(ag.target, {}).value == "Paris"
+
+
+def test_answer_labels_keep_only_answers_a_reader_can_find():
+    qs = [Question("lyon", "Which French city has the most bridges?", ["Lyon"]),  # not in docs
+          Question("two", "Which city is the capital of France?", ["Lutetia", "paris"]),
+          Question("cmp", "Is Rome or Town 9 older?", ["Rome"]),  # in the question
+          Question("yn", "Is Town 1 a small place?", ["yes"]),
+          Question("none", "Which town?", [])]
+    _, got = _answers(qs)
+    assert [e.target for e in got] == ["<answer>paris</answer>", "<answer>Rome</answer>",
+                                       "<answer>yes</answer>"]
+    _, every = _answers(qs, "sft.answer_evidence=any")
+    assert [e.target for e in every] == ["<answer>Lyon</answer>", "<answer>paris</answer>",
+                                         "<answer>Rome</answer>", "<answer>yes</answer>"]
+
+
+def test_answer_labels_follow_the_models_prompt_profile():
+    # Qwen's profile opens the reply with <answer>: the label is the rest of it
+    _, [ag] = _answers(Q, "llms.default.model=qwen2.5-coder-0.5b")
+    assert ag.messages[-1] == {"role": "assistant", "content": "<answer>"}
+    assert ag.target == "Paris</answer>"
+    variant = role_for("AG", "default", "jade", {"AG": "fact-example-best-last-open"})
+    assert ag.messages[:-1] == variant.build(
+        question=Q[0].question, docs=Pool().search_batch(["x"], 5)[0].passages)
+
+
+@pytest.mark.slow
+def test_answers_recipe_cli_trains_the_generator_on_real_questions(tmp_path, qa_data):
+    import json
+
+    from marag.retrieval import build_index
+
+    index = build_index(qa_data / "nq_open.corpus.jsonl", tmp_path / "idx", kind="bm25",
+                        show_progress=False)
+    out = tmp_path / "sft"
+    code = main(["sft", "--method", "jade", "--recipe", "answers", "--index", str(index),
+                 "--dataset", str(qa_data / "nq_open.questions.jsonl"), "--out", str(out),
+                 "--no-progress", "--set", "sft.max_examples=6", "--set", "sft.batch_size=2",
+                 "--set", "sft.lora.r=4"])
+    assert code == 0
+    run = json.loads((out / "run.json").read_text())
+    assert set(run["examples"]) == {"AG"} and 1 <= run["examples"]["AG"] <= 6
+    assert (out / "policy" / "adapter_config.json").is_file()
+    assert main(["sft", "--recipe", "answers", "--out", str(out)]) == 2  # no --dataset
+
+
 def test_sft_lowers_the_loss_and_writes_an_adapter(tmp_path):
     model, tok = build_tiny_model(seed=0)
     backend = HFBackend("tiny", model=model, tokenizer=tok)

@@ -1,4 +1,5 @@
-"""``marag sft``: supervised warm start from traces (rejection sampling) or MMOA-RAG's recipe."""
+"""``marag sft``: supervised warm start from traces (rejection sampling), plan labels, or a recipe
+of golden-answer labels (MMOA-RAG's, or the answer generator's reading labels)."""
 
 from __future__ import annotations
 
@@ -15,16 +16,20 @@ HELP = "supervised fine-tuning of chosen roles (warm start before marag train)"
 def register(sub: Any) -> None:
     p = sub.add_parser("sft", help=HELP, description=HELP + ". The adapter goes to OUT/policy; "
                        "use it with --adapter, or as llms.default.adapter of a training config.")
-    add_run_options(p, index_help="retrieval index (for --recipe mmoa)")
+    add_run_options(p, index_help="retrieval index (for --recipe)")
     src = p.add_mutually_exclusive_group(required=True)
     src.add_argument("--traces", nargs="+", metavar="FILE",
                      help="traces.jsonl files (marag eval runs, marag train rollouts): keep the "
                           "valid steps of traces with F1 >= sft.min_f1")
-    src.add_argument("--recipe", choices=["mmoa"],
+    src.add_argument("--recipe", choices=["mmoa", "answers"],
                      help="mmoa: selector and generator labels built from questions, their "
                           "golden answers and their top method.candidates (K = 10) "
                           "retrieved documents (MMOA-RAG S4.3); no rewriter labels (use "
-                          "--traces with sft.roles=[mmoa.QR])")
+                          "--traces with sft.roles=[mmoa.QR]). answers: the method's answer "
+                          "generator (AG) reading each question's top method.top_k "
+                          "documents, labelled with a golden answer they support "
+                          "(sft.answer_evidence); stack it over a --plans adapter with "
+                          "--adapter")
     src.add_argument("--plans", nargs="+", metavar="PLAN=FILE",
                      help="plan labels for a planner method (jade, mao-arag): each PLAN "
                           "(e.g. 'R, AG') with the traces.jsonl of a run that executed "
@@ -112,7 +117,12 @@ def run(args: argparse.Namespace) -> int:
             from marag.datasets import sample
 
             questions = sample(questions, cfg.max_examples, seed=cfg.seed)
-        examples = asyncio.run(sft.examples_mmoa(questions, ctx.retriever, config))
+        make = sft.examples_mmoa if args.recipe == "mmoa" else sft.examples_answers
+        try:
+            examples = asyncio.run(make(questions, ctx.retriever, config))
+        except ValueError as e:
+            print(f"marag sft: {e}", file=sys.stderr)
+            return 2
         if cfg.roles:
             examples = [e for e in examples if e.role in cfg.roles]
     print(f"{len(examples)} examples: " + ", ".join(

@@ -20,6 +20,13 @@ then cross-entropy on the response tokens of a LoRA-adapted (or fully tuned) bac
   does not have, and marag does not make rewrite labels up. The rewriter's warm start that
   exists is rejection sampling (``examples_from_traces`` with ``sft.roles: [mmoa.QR]``) over
   ``mmoa-rag`` traces: the policy's own rollouts, or a stronger model's ``marag eval`` run.
+* ``examples_answers``: reading labels for any method's answer generator -- for each
+  question the retriever's top ``method.top_k`` documents for the question itself (what
+  ``AG`` reads after an ``R, AG`` plan) and a golden answer as the label, in the AG prompt
+  and answer format the run uses. Under ``sft.answer_evidence: docs`` (the default) only
+  questions whose answer the reader can find are kept: a golden answer that occurs in those
+  documents or in the question (comparisons), or yes/no; the label is the first such answer.
+  Labels the documents do not support would teach the generator to answer from memory.
 * ``examples_best_plan``: plan labels for a planner method -- the traces of runs that each
   executed one fixed plan on the same questions; a question's best-scoring plan is the
   planner's label and the winning trace's steps are the executors' examples.
@@ -165,6 +172,56 @@ async def examples_mmoa(questions: Sequence[Question], retriever: Any, config: C
         kept = [docs[i] for i in ids] if ids and cfg.ag_docs == "selected" else list(docs)
         out.append(role_example(ag, f"<answer>{q.golden_answers[0]}</answer>",
                                 question=q.question, docs=kept))
+    return out
+
+
+YES_NO = frozenset({"yes", "no"})
+
+
+def supported_answer(question: str, answers: Sequence[str], docs: Sequence[Any]
+                     ) -> str | None:
+    """The first of ``answers`` a reader of ``docs`` can give: yes/no, or an answer whose
+    normalised words occur (as whole words) in the documents or the question; else None."""
+    from marag.metrics import normalize_answer
+
+    seen = " " + " ".join(normalize_answer(t) for t in
+                          [question, *(f"{d.title} {d.text}" for d in docs)]) + " "
+    for a in answers:
+        n = normalize_answer(a)
+        if n and (n in YES_NO or f" {n} " in seen):
+            return a
+    return None
+
+
+async def examples_answers(questions: Sequence[Question], retriever: Any, config: Config
+                           ) -> list[Example]:
+    """Answer-generator (AG) examples: each question's top ``method.top_k`` documents
+    (the question as the query, as ``R`` runs it in an ``R, AG`` plan) and its golden answer,
+    in the prompt and answer format ``config.method``'s AG uses; under
+    ``sft.answer_evidence: docs`` only answers the documents or the question support."""
+    from marag.roles import role_for
+
+    m = config.method
+    ag = role_for("AG", m.prompts, m.name, role_variants(config, "AG"))
+    hits = await retriever.search([q.question for q in questions], m.top_k)
+    out = []
+    for q, h in zip(questions, hits):
+        if not q.golden_answers or not h.passages:
+            continue
+        answer = supported_answer(q.question, q.golden_answers, h.passages)
+        if answer is None:
+            if config.sft.answer_evidence == "docs":
+                continue
+            answer = q.golden_answers[0]
+        answer = " ".join(answer.split())
+        target = f"<answer>{answer}</answer>"
+        inputs = {"question": q.question, "docs": list(h.passages)}
+        parsed = ag.read(target, inputs)
+        if not parsed.valid or parsed.value != answer:
+            raise ValueError(f"{m.name}'s AG prompt ({m.prompts}, "
+                             f"{role_variants(config, 'AG').get('AG', 'plain')}) does not read "
+                             f"answers as <answer>...</answer>; its labels cannot be made")
+        out.append(role_example(ag, target, **inputs))
     return out
 
 
