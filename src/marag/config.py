@@ -316,8 +316,9 @@ class SFTConfig(Section):
     # the documents the generator example shows: those the selector label keeps (MMOA-RAG),
     # or every retrieved one (what AG sees after an R, AG plan)
     ag_docs: Literal["selected", "retrieved"] = "selected"
-    # --recipe answers: keep questions whose golden answer the retrieved documents (or the
-    # question, or yes/no) support (docs), or every question with a golden answer (any)
+    # --recipe answers: keep the questions whose golden answer the shown documents support
+    # (or yes/no, or an option a choice question names) (docs), or every question with a
+    # golden answer and documents (any)
     answer_evidence: Literal["docs", "any"] = "docs"
     epochs: int = Field(1, ge=1)
     batch_size: int = Field(8, ge=1)

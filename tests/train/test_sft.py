@@ -105,46 +105,90 @@ def test_mmoa_recipe_labels_in_the_runs_own_formats():
     assert ag.target == "Paris</answer>"
 
 
+class Shelf(Retriever):
+    """Twelve passages ranked by how many of the query's words they share (ties by number);
+    records every query. The answer "Paris" is in passages 2 and 7; passage 3 mentions
+    "Lyon" after 120 words, past the 100 an AG prompt shows."""
+
+    name = "shelf"
+
+    def __init__(self) -> None:
+        self.queries: list[str] = []
+        self.docs = [Passage(f"d{i}", f"Town {i}", f"Town {i} is a small place with a market.")
+                     for i in range(12)]
+        self.docs[2] = Passage("d2", "France", "Paris is the capital of France.")
+        self.docs[3] = Passage("d3", "Rivers", "water " * 120 + "Lyon has many bridges.")
+        self.docs[7] = Passage("d7", "Paris", "Paris lies on the Seine.")
+
+    def search_batch(self, queries: list[str], k: int) -> list[Hits]:
+        self.queries += queries
+        out = []
+        for q in queries:
+            words = set(q.lower().strip("?").split())
+            ranked = sorted(self.docs, key=lambda d: -len(
+                words & set(f"{d.title} {d.text}".lower().replace(".", "").split())))
+            out.append(Hits(q, ranked[:k], [1.0] * k))
+        return out
+
+
 def _answers(questions, *overrides):
     cfg = load_config(None, ["method.name=jade", *overrides])
-    pool = Pool()
-    return pool, asyncio.run(sft.examples_answers(questions, pool, cfg))
+    shelf, tally = Shelf(), {}
+    return shelf, asyncio.run(sft.examples_answers(questions, shelf, cfg, tally)), tally
 
 
-def test_answer_labels_read_the_top_k_documents_an_r_ag_plan_shows():
-    pool, [ag] = _answers(Q)
-    assert pool.asked == [5]  # method.top_k, what R hands AG
-    assert ag.role == "AG" and ag.target == "<answer>Paris</answer>"
-    prompt = " ".join(m["content"] for m in ag.messages)
-    assert "capital of France" in prompt and "Seine" not in prompt  # d7 is below the top 5
-    # the prompt is the one jade's AG builds for these documents
-    role = role_for("AG", "default", "jade")
-    assert ag.messages == role.build(question=Q[0].question, docs=pool.search_batch(["x"], 5)[0].passages)
-    assert role.read(ag.target, {}).value == "Paris"
+def test_answer_labels_are_what_jades_ag_reads_after_r_ag():
+    from marag.llm.scripted import ScriptedLLM
+    from marag.workflows import run_method
+    from marag.workflows.engine import Context
+
+    shelf, [ex], _ = _answers(Q, "method.top_k=3")
+    assert shelf.queries == [Q[0].question]  # the question is the query, never the answer
+    assert ex.role == "AG" and ex.target == "<answer>Paris</answer>"
+    llm = ScriptedLLM({"planner": "<workflow>R, AG</workflow>", "AG": "<answer>Paris</answer>"})
+    cfg = load_config(None, ["llms.default.backend=scripted", "method.top_k=3"])
+    trace = asyncio.run(run_method("jade", Q[0], Context(llms={"default": llm}, config=cfg,
+                                                         retriever=Shelf())))
+    [ag] = [s for s in trace.steps if s.role == "AG"]
+    assert ag.messages == ex.messages  # same prompt, documents and order as the engine's
+    assert "capital of France" in " ".join(m["content"] for m in ex.messages)
 
 
 def test_answer_labels_keep_only_answers_a_reader_can_find():
-    qs = [Question("lyon", "Which French city has the most bridges?", ["Lyon"]),  # not in docs
-          Question("two", "Which city is the capital of France?", ["Lutetia", "paris"]),
-          Question("cmp", "Is Rome or Town 9 older?", ["Rome"]),  # in the question
+    qs = [Question("lyon", "Which French city has the most bridges?", ["Lyon"]),  # clipped off
+          Question("two", "Which city is the capital of France?", ["Lutetia", " paris "]),
+          Question("cmp", "Is Rome or Town 9 older?", ["Rome"]),  # an option the question names
+          Question("named", "Which French town is on the Seine, like Rome?", ["Rome"]),
           Question("yn", "Is Town 1 a small place?", ["yes"]),
-          Question("none", "Which town?", [])]
-    _, got = _answers(qs)
+          Question("part", "Which city is the capital of France?", ["Par"]),  # not a whole word
+          Question("none", "Which town?", ["  "])]
+    _, got, tally = _answers(qs)
     assert [e.target for e in got] == ["<answer>paris</answer>", "<answer>Rome</answer>",
                                        "<answer>yes</answer>"]
-    _, every = _answers(qs, "sft.answer_evidence=any")
-    assert [e.target for e in every] == ["<answer>Lyon</answer>", "<answer>paris</answer>",
-                                         "<answer>Rome</answer>", "<answer>yes</answer>"]
+    assert tally == {"kept": 3, "no answer": 1, "no documents": 0, "unsupported": 3}
+    _, every, tally = _answers(qs, "sft.answer_evidence=any")
+    assert [e.target for e in every] == [
+        "<answer>Lyon</answer>", "<answer>paris</answer>", "<answer>Rome</answer>",
+        "<answer>Rome</answer>", "<answer>yes</answer>", "<answer>Par</answer>"]
+    assert tally["kept"] == 6 and tally["no answer"] == 1
 
 
 def test_answer_labels_follow_the_models_prompt_profile():
     # Qwen's profile opens the reply with <answer>: the label is the rest of it
-    _, [ag] = _answers(Q, "llms.default.model=qwen2.5-coder-0.5b")
+    _, [ag], _ = _answers(Q, "llms.default.model=qwen2.5-coder-0.5b")
     assert ag.messages[-1] == {"role": "assistant", "content": "<answer>"}
     assert ag.target == "Paris</answer>"
     variant = role_for("AG", "default", "jade", {"AG": "fact-example-best-last-open"})
     assert ag.messages[:-1] == variant.build(
-        question=Q[0].question, docs=Pool().search_batch(["x"], 5)[0].passages)
+        question=Q[0].question, docs=Shelf().search_batch([Q[0].question], 5)[0].passages)
+
+
+def test_answer_labels_refuse_a_method_without_r_ag(capsys):
+    with pytest.raises(ValueError, match="does not run"):
+        _answers(Q, "method.name=mmoa-rag")
+    assert main(["sft", "--method", "m-ask", "--recipe", "answers", "--dataset", "q.jsonl",
+                 "--out", "o"]) == 2
+    assert "jade | mao-arag | vanilla" in capsys.readouterr().err
 
 
 @pytest.mark.slow

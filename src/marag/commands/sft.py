@@ -25,11 +25,11 @@ def register(sub: Any) -> None:
                      help="mmoa: selector and generator labels built from questions, their "
                           "golden answers and their top method.candidates (K = 10) "
                           "retrieved documents (MMOA-RAG S4.3); no rewriter labels (use "
-                          "--traces with sft.roles=[mmoa.QR]). answers: the method's answer "
-                          "generator (AG) reading each question's top method.top_k "
-                          "documents, labelled with a golden answer they support "
-                          "(sft.answer_evidence); stack it over a --plans adapter with "
-                          "--adapter")
+                          "--traces with sft.roles=[mmoa.QR]). answers: the answer generator "
+                          "(AG) of jade, mao-arag or vanilla reading each question's top "
+                          "method.top_k documents, labelled with a golden answer they "
+                          "support (sft.answer_evidence); stack it over a --plans adapter "
+                          "with --adapter")
     src.add_argument("--plans", nargs="+", metavar="PLAN=FILE",
                      help="plan labels for a planner method (jade, mao-arag): each PLAN "
                           "(e.g. 'R, AG') with the traces.jsonl of a run that executed "
@@ -110,6 +110,11 @@ def run(args: argparse.Namespace) -> int:
             return 2
         from marag.datasets import load_questions
 
+        if args.recipe == "answers" and config.method.name not in sft.ANSWER_RECIPE_METHODS:
+            print(f"marag sft: --recipe answers labels the AG of an `R, AG` plan, which "
+                  f"{config.method.name} does not run; use --method "
+                  f"{' | '.join(sft.ANSWER_RECIPE_METHODS)}", file=sys.stderr)
+            return 2
         ctx = build_context(config, with_retriever=True, purpose="training")
         questions = load_questions(args.dataset)
         questions = [q for q in questions if q.id not in banned]
@@ -117,9 +122,15 @@ def run(args: argparse.Namespace) -> int:
             from marag.datasets import sample
 
             questions = sample(questions, cfg.max_examples, seed=cfg.seed)
-        make = sft.examples_mmoa if args.recipe == "mmoa" else sft.examples_answers
         try:
-            examples = asyncio.run(make(questions, ctx.retriever, config))
+            if args.recipe == "mmoa":
+                examples = asyncio.run(sft.examples_mmoa(questions, ctx.retriever, config))
+            else:
+                tally: dict[str, int] = {}
+                examples = asyncio.run(sft.examples_answers(questions, ctx.retriever, config,
+                                                            tally))
+                print(f"{len(questions)} questions: " + ", ".join(
+                    f"{k} {v}" for k, v in tally.items()))
         except ValueError as e:
             print(f"marag sft: {e}", file=sys.stderr)
             return 2

@@ -20,13 +20,15 @@ then cross-entropy on the response tokens of a LoRA-adapted (or fully tuned) bac
   does not have, and marag does not make rewrite labels up. The rewriter's warm start that
   exists is rejection sampling (``examples_from_traces`` with ``sft.roles: [mmoa.QR]``) over
   ``mmoa-rag`` traces: the policy's own rollouts, or a stronger model's ``marag eval`` run.
-* ``examples_answers``: reading labels for any method's answer generator -- for each
-  question the retriever's top ``method.top_k`` documents for the question itself (what
-  ``AG`` reads after an ``R, AG`` plan) and a golden answer as the label, in the AG prompt
-  and answer format the run uses. Under ``sft.answer_evidence: docs`` (the default) only
-  questions whose answer the reader can find are kept: a golden answer that occurs in those
-  documents or in the question (comparisons), or yes/no; the label is the first such answer.
-  Labels the documents do not support would teach the generator to answer from memory.
+* ``examples_answers``: reading labels for the answer generator of a method that runs
+  ``R, AG`` (jade, mao-arag, vanilla) -- for each question the retriever's top
+  ``method.top_k`` documents for the question itself (what ``AG`` reads after ``R, AG``) and
+  a golden answer as the label, in the AG prompt and answer format the run uses. Under
+  ``sft.answer_evidence: docs`` (the default) only questions whose answer the reader can
+  find are kept: a golden answer that occurs in the documents as the prompt shows them
+  (clipped passages), else yes/no, else one of the options a choice question (``X or Y``)
+  names. Labels the documents do not support would teach the generator to answer from
+  memory. The label closes its tag (``<answer>X</answer>``, as the mmoa recipe's).
 * ``examples_best_plan``: plan labels for a planner method -- the traces of runs that each
   executed one fixed plan on the same questions; a question's best-scoring plan is the
   planner's label and the winning trace's steps are the executors' examples.
@@ -176,52 +178,84 @@ async def examples_mmoa(questions: Sequence[Question], retriever: Any, config: C
 
 
 YES_NO = frozenset({"yes", "no"})
+# methods whose AG reads the top ``method.top_k`` documents retrieved with the question
+ANSWER_RECIPE_METHODS = ("jade", "mao-arag", "vanilla")
 
 
-def supported_answer(question: str, answers: Sequence[str], docs: Sequence[Any]
-                     ) -> str | None:
-    """The first of ``answers`` a reader of ``docs`` can give: yes/no, or an answer whose
-    normalised words occur (as whole words) in the documents or the question; else None."""
+def shown_text(role: Role, question: str, docs: Sequence[Any]) -> str:
+    """What ``role``'s prompt shows of ``docs``: the messages that change with the documents
+    (passages clipped or windowed as the prompt renders them; a worked example, fixed
+    instructions and the question itself left out)."""
+    from marag.types import Passage
+
+    built = role.build(question=question, docs=list(docs))
+    blank = role.build(question=question, docs=[Passage("", "", "")])
+    text = " ".join(m["content"] for m, b in zip(built, blank, strict=True) if m != b)
+    return text.replace(question.strip(), " ") if question.strip() else text
+
+
+def supported_answer(question: str, answers: Sequence[str], shown: str) -> str | None:
+    """The golden answer a reader of ``shown`` (the documents as the prompt renders them) can
+    give: the first whose normalised words occur there as whole words; else yes/no; else, for
+    a question offering a choice (``X or Y``), the first named in the question; else None."""
     from marag.metrics import normalize_answer
 
-    seen = " " + " ".join(normalize_answer(t) for t in
-                          [question, *(f"{d.title} {d.text}" for d in docs)]) + " "
-    for a in answers:
-        n = normalize_answer(a)
-        if n and (n in YES_NO or f" {n} " in seen):
-            return a
+    def occurs(n: str, text: str) -> bool:
+        return f" {n} " in f" {normalize_answer(text)} "
+
+    named = [(a, normalize_answer(a)) for a in answers]
+    named = [(a, n) for a, n in named if n]
+    for check in (lambda n: occurs(n, shown), lambda n: n in YES_NO,
+                  lambda n: " or " in f" {question.lower()} " and occurs(n, question)):
+        for a, n in named:
+            if check(n):
+                return a
     return None
 
 
-async def examples_answers(questions: Sequence[Question], retriever: Any, config: Config
-                           ) -> list[Example]:
+async def examples_answers(questions: Sequence[Question], retriever: Any, config: Config,
+                           tally: dict[str, int] | None = None) -> list[Example]:
     """Answer-generator (AG) examples: each question's top ``method.top_k`` documents
     (the question as the query, as ``R`` runs it in an ``R, AG`` plan) and its golden answer,
     in the prompt and answer format ``config.method``'s AG uses; under
-    ``sft.answer_evidence: docs`` only answers the documents or the question support."""
+    ``sft.answer_evidence: docs`` only answers the shown documents (or a choice the question
+    offers, or yes/no) support. ``tally`` (when given) counts the questions kept and why the
+    others were not."""
     from marag.roles import role_for
 
     m = config.method
+    if m.name not in ANSWER_RECIPE_METHODS:
+        raise ValueError(f"the answers recipe labels the AG of an `R, AG` plan, which "
+                         f"{m.name} does not run; use one of {', '.join(ANSWER_RECIPE_METHODS)}")
     ag = role_for("AG", m.prompts, m.name, role_variants(config, "AG"))
     hits = await retriever.search([q.question for q in questions], m.top_k)
+    counts = {"kept": 0, "no answer": 0, "no documents": 0, "unsupported": 0}
     out = []
-    for q, h in zip(questions, hits):
-        if not q.golden_answers or not h.passages:
+    for q, h in zip(questions, hits, strict=True):
+        golds = [" ".join(a.split()) for a in q.golden_answers if a and a.strip()]
+        if not golds:
+            counts["no answer"] += 1
             continue
-        answer = supported_answer(q.question, q.golden_answers, h.passages)
+        if not h.passages:
+            counts["no documents"] += 1
+            continue
+        inputs = {"question": q.question, "docs": list(h.passages)}
+        answer = supported_answer(q.question, golds, shown_text(ag, q.question, h.passages))
         if answer is None:
+            counts["unsupported"] += 1
             if config.sft.answer_evidence == "docs":
                 continue
-            answer = q.golden_answers[0]
-        answer = " ".join(answer.split())
+            answer = golds[0]
         target = f"<answer>{answer}</answer>"
-        inputs = {"question": q.question, "docs": list(h.passages)}
         parsed = ag.read(target, inputs)
         if not parsed.valid or parsed.value != answer:
             raise ValueError(f"{m.name}'s AG prompt ({m.prompts}, "
                              f"{role_variants(config, 'AG').get('AG', 'plain')}) does not read "
-                             f"answers as <answer>...</answer>; its labels cannot be made")
+                             f"{target!r} (question {q.id}) as {answer!r}")
+        counts["kept"] += 1
         out.append(role_example(ag, target, **inputs))
+    if tally is not None:
+        tally.update(counts)
     return out
 
 
