@@ -4,10 +4,12 @@ Steps, each its own process (so each phase's peak RSS is its own; run each under
 lock on the dev box):
 
     python benchmarks/retrieval_scale.py gen      --work W --n 1000000 --dim 768
-    (--dim 0: the corpus without vectors, for the BM25 steps alone)
+    (--dim 0: the corpus without vectors, for the BM25 steps alone; --sparse: the flat
+    file as a hole of its size, for a size whose vectors would not fit the disk)
     python benchmarks/retrieval_scale.py import   --work W
     python benchmarks/retrieval_scale.py compress --work W --tier ivf-sq8
     python benchmarks/retrieval_scale.py compress --work W --tier opq-ivfpq
+    (--synthetic: rows made again from the generator, not read: with gen --sparse)
     python benchmarks/retrieval_scale.py serve    --work W --tier flat-mmap --single 20
     python benchmarks/retrieval_scale.py serve    --work W --tier ivf-sq8 --nprobe 64
     python benchmarks/retrieval_scale.py serve    --work W --tier opq-ivfpq --nprobe 64 --rerank 200
@@ -83,7 +85,62 @@ def du(path: Path) -> int:
     return sum(p.stat().st_size for p in path.rglob("*") if p.is_file() and not p.is_symlink())
 
 
-def gen(work: Path, n: int, dim: int, seed: int = 0) -> None:
+GEN_BLOCK = 1 << 16  # rows made from one seed
+
+
+class SyntheticRows:
+    """The synthetic vectors, row block b (``GEN_BLOCK`` rows) drawn from its own seed, so any
+    row can be made again on demand: unit vectors around 4,096 random centres. ``gen`` writes
+    these rows to the flat file; ``compress --synthetic`` builds a tier from them directly,
+    for a size whose flat file would not fit the disk (21M x 768 = 64.6 GB). Duck-types the
+    flat reader ``build_tier`` takes (``len``, ``shape``, ``take``, ``block``)."""
+
+    def __init__(self, n: int, dim: int, seed: int = 0) -> None:
+        self.n, self.dim, self.seed = n, dim, seed
+        self.shape = (n, dim)
+        self.centres = np.random.default_rng(seed).standard_normal((4096, dim)).astype(np.float32)
+        self._last: tuple[int, np.ndarray] | None = None
+
+    def __len__(self) -> int:
+        return self.n
+
+    def _block(self, b: int) -> np.ndarray:
+        if self._last is not None and self._last[0] == b:
+            return self._last[1]
+        m = min(GEN_BLOCK, self.n - b * GEN_BLOCK)
+        rng = np.random.default_rng([self.seed, b])
+        x = self.centres[rng.integers(0, 4096, m)]
+        x += 0.7 * rng.standard_normal((m, self.dim), np.float32)
+        x /= np.linalg.norm(x, axis=1, keepdims=True)
+        self._last = (b, x)
+        return x
+
+    def block(self, a: int, b: int) -> np.ndarray:
+        parts = []
+        for blk in range(a // GEN_BLOCK, (b - 1) // GEN_BLOCK + 1):
+            lo = blk * GEN_BLOCK
+            parts.append(self._block(blk)[max(a, lo) - lo : min(b, lo + GEN_BLOCK) - lo])
+        return np.concatenate(parts) if len(parts) > 1 else parts[0].copy()
+
+    def take(self, rows: np.ndarray) -> np.ndarray:
+        rows = np.asarray(rows, dtype=np.int64)
+        out = np.empty((len(rows), self.dim), np.float32)
+        blocks = rows // GEN_BLOCK
+        for blk in np.unique(blocks):
+            sel = np.nonzero(blocks == blk)[0]
+            out[sel] = self._block(int(blk))[rows[sel] - int(blk) * GEN_BLOCK]
+        return out
+
+    @classmethod
+    def of(cls, work: Path) -> SyntheticRows | None:
+        f = work / "synthetic.json"
+        if not f.is_file():
+            return None
+        d = json.loads(f.read_text())
+        return cls(d["n"], d["dim"], d["seed"])
+
+
+def gen(work: Path, n: int, dim: int, seed: int = 0, sparse: bool = False) -> None:
     from retrieval_speed import make_scaled_corpus
 
     work.mkdir(parents=True, exist_ok=True)
@@ -101,20 +158,22 @@ def gen(work: Path, n: int, dim: int, seed: int = 0) -> None:
         record(work, {"step": "gen", "n": n, "dim": 0, "corpus_s": round(corpus_s, 1),
                       "seconds": round(corpus_s, 1), "corpus_bytes": du(work / "corpus.jsonl")})
         return
-    rng = np.random.default_rng(seed)
-    centres = rng.standard_normal((4096, dim)).astype(np.float32)
+    rows = SyntheticRows(n, dim, seed)
     header = struct.pack("<4siqqqBiQ", b"IxFI", dim, n, 1 << 20, 1 << 20, 1, 0, n * dim)
     with open(work / "flat.index", "wb") as f:
         f.write(header)
-        for lo in range(0, n, 65536):
-            m = min(65536, n - lo)
-            x = centres[rng.integers(0, 4096, m)] + 0.7 * rng.standard_normal((m, dim), np.float32)
-            x /= np.linalg.norm(x, axis=1, keepdims=True)
-            f.write(x.astype(np.float32).tobytes())
-    q = rng.integers(0, n, 4096)
+        if sparse:  # the right size and header, no rows on disk (a hole): for import and
+            # the compressed tiers built by compress --synthetic; never search it
+            f.truncate(len(header) + 4 * n * dim)
+        else:
+            for lo in range(0, n, GEN_BLOCK):
+                f.write(rows.block(lo, min(n, lo + GEN_BLOCK)).tobytes())
+    (work / "synthetic.json").write_text(json.dumps({"n": n, "dim": dim, "seed": seed,
+                                                     "flat_rows_on_disk": not sparse}))
+    q = np.random.default_rng([seed, 1 << 40]).integers(0, n, 4096)
     np.save(work / "query_rows.npy", q)
-    record(work, {"step": "gen", "n": n, "dim": dim, "corpus_s": round(corpus_s, 1),
-                  "seconds": round(time.perf_counter() - t0, 1),
+    record(work, {"step": "gen", "n": n, "dim": dim, "sparse_flat": sparse,
+                  "corpus_s": round(corpus_s, 1), "seconds": round(time.perf_counter() - t0, 1),
                   "flat_bytes": du(work / "flat.index"), "corpus_bytes": du(work / "corpus.jsonl")})
 
 
@@ -123,9 +182,9 @@ def queries(work: Path, dim: int, count: int) -> np.ndarray:
     from marag.retrieval.vectors import read_faiss_flat
 
     rows = np.load(work / "query_rows.npy")[:count]
-    reader = read_faiss_flat(work / "flat.index").reader()
+    source = SyntheticRows.of(work) or read_faiss_flat(work / "flat.index").reader()
     rng = np.random.default_rng(1)
-    q = reader.take(rows) + 0.5 * rng.standard_normal((len(rows), dim)).astype(np.float32) / np.sqrt(dim)
+    q = source.take(rows) + 0.5 * rng.standard_normal((len(rows), dim)).astype(np.float32) / np.sqrt(dim)
     return (q / np.linalg.norm(q, axis=1, keepdims=True)).astype(np.float32)
 
 
@@ -140,14 +199,18 @@ def do_import(work: Path) -> None:
                   "disk_bytes": rep["disk_bytes"], **s.stop()})
 
 
-def compress(work: Path, tier: str, nlist: int | None, train_rows: int | None) -> None:
+def compress(work: Path, tier: str, nlist: int | None, train_rows: int | None,
+             synthetic: bool = False) -> None:
     from marag.retrieval.imported import compress_index
 
+    rows = SyntheticRows.of(work) if synthetic else None
+    if synthetic and rows is None:
+        raise SystemExit(f"{work}: no synthetic.json (run gen first)")
     s = Sampler()
     rec = compress_index(work / "index", tier, nlist=nlist, train_rows=train_rows,
-                         make_default=False, log=lambda m: print(m, file=sys.stderr))
-    record(work, {"step": "compress", "tier": tier, "spec": rec["spec"], **rec["cost"],
-                  "params": rec["params"], **s.stop()})
+                         make_default=False, log=lambda m: print(m, file=sys.stderr), rows=rows)
+    record(work, {"step": "compress", "tier": tier, "spec": rec["spec"], "synthetic": synthetic,
+                  **rec["cost"], "params": rec["params"], **s.stop()})
 
 
 def serve(work: Path, tier: str, nprobe: int | None, rerank: int | None, single: int,
@@ -271,16 +334,23 @@ def main() -> None:
     ap.add_argument("--release-every", type=int, default=None, metavar="N",
                     help="bm25-serve: hand the matrix's pages back every N queries (0: "
                          "never, as before; default: the index's own setting)")
+    ap.add_argument("--sparse", action="store_true",
+                    help="gen: the flat file as a hole of its size (no rows on disk); build "
+                         "the tiers with compress --synthetic and never serve flat-mmap or a "
+                         "re-rank from it")
+    ap.add_argument("--synthetic", action="store_true",
+                    help="compress: make the rows again from the generator instead of reading "
+                         "the flat file")
     ap.add_argument("--per-term-bounds", action="store_true",
                     help="bm25-serve: ignore the stored bounds (as an index built before them)")
     a = ap.parse_args()
     w = a.work[0]
     if a.step == "gen":
-        gen(w, a.n, a.dim)
+        gen(w, a.n, a.dim, sparse=a.sparse)
     elif a.step == "import":
         do_import(w)
     elif a.step == "compress":
-        compress(w, a.tier, a.nlist, a.train_rows)
+        compress(w, a.tier, a.nlist, a.train_rows, a.synthetic)
     elif a.step == "serve":
         serve(w, a.tier, a.nprobe, a.rerank, a.single, a.batch, a.k)
     elif a.step == "encode":

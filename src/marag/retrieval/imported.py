@@ -220,8 +220,12 @@ def compress_index(
     rerank: int | None = None,
     make_default: bool = True,
     log: Callable[[str], None] | None = None,
+    rows: Any | None = None,
 ) -> dict[str, Any]:
-    """Build ``tier`` of a dense index from its flat vectors; returns the tier's record."""
+    """Build ``tier`` of a dense index from its flat vectors; returns the tier's record.
+    ``rows``: the vectors to compress instead of reading the flat file (an object with the
+    flat reader's ``len``, ``shape``, ``take`` and ``block``, the same count and dimension):
+    the scale benchmark's generator, where the flat file is a hole of its size."""
     if tier not in COMPRESSED:
         raise ValueError(f"unknown tier {tier!r} (choose from {', '.join(COMPRESSED)})")
     d = Path(index_dir)
@@ -233,8 +237,11 @@ def compress_index(
     vf.check_unchanged(manifest["vectors"])
     (d / "tiers").mkdir(exist_ok=True)
     out_file = d / "tiers" / f"{tier}.faiss"
-    rec = build_tier(vf.reader(), vf.metric, tier, out_file, nlist=nlist, pq_m=pq_m,
-                     train_rows=train_rows, log=log)
+    if rows is not None and tuple(rows.shape) != (vf.rows, vf.dim):
+        raise ValueError(f"rows {tuple(rows.shape)} do not match the flat file's "
+                         f"({vf.rows}, {vf.dim})")
+    rec = build_tier(vf.reader() if rows is None else rows, vf.metric, tier, out_file,
+                     nlist=nlist, pq_m=pq_m, train_rows=train_rows, log=log)
     rec["file"] = f"tiers/{out_file.name}"
     if nprobe is not None:
         rec["params"]["nprobe"] = nprobe
