@@ -29,6 +29,12 @@ TRAINED: dict[str, TrainedAdapter] = {
         # (docs/results/qwen-jade/README.md)
         folders=("docs/results/qwen-jade/sft", "docs/results/qwen-jade/rl"),
     ),
+    "qwen-jade-reader": TrainedAdapter(
+        model="qwen2.5-coder-0.5b",
+        # run 2d's warm start: the same plan-label SFT, then the answer generator's reading
+        # labels (marag sft --recipe answers) over it (docs/results/qwen-jade/README.md)
+        folders=("docs/results/qwen-jade/sft", "docs/results/qwen-jade/answers"),
+    ),
 }
 
 
