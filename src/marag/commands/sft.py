@@ -110,11 +110,12 @@ def run(args: argparse.Namespace) -> int:
             return 2
         from marag.datasets import load_questions
 
-        if args.recipe == "answers" and config.method.name not in sft.ANSWER_RECIPE_METHODS:
-            print(f"marag sft: --recipe answers labels the AG of an `R, AG` plan, which "
-                  f"{config.method.name} does not run; use --method "
-                  f"{' | '.join(sft.ANSWER_RECIPE_METHODS)}", file=sys.stderr)
-            return 2
+        if args.recipe == "answers":  # before the model loads
+            try:
+                sft.check_answer_method(config.method.name)
+            except ValueError as e:
+                print(f"marag sft: {e}", file=sys.stderr)
+                return 2
         ctx = build_context(config, with_retriever=True, purpose="training")
         questions = load_questions(args.dataset)
         questions = [q for q in questions if q.id not in banned]

@@ -182,6 +182,13 @@ YES_NO = frozenset({"yes", "no"})
 ANSWER_RECIPE_METHODS = ("jade", "mao-arag", "vanilla")
 
 
+def check_answer_method(method: str) -> None:
+    """Refuse a method whose AG never reads the top ``method.top_k`` documents of ``R, AG``."""
+    if method not in ANSWER_RECIPE_METHODS:
+        raise ValueError(f"--recipe answers labels the AG of an `R, AG` plan, which {method} "
+                         f"does not run; use --method {' | '.join(ANSWER_RECIPE_METHODS)}")
+
+
 def shown_text(role: Role, question: str, docs: Sequence[Any]) -> str:
     """What ``role``'s prompt shows of ``docs``: the messages that change with the documents
     (passages clipped or windowed as the prompt renders them; a worked example, fixed
@@ -224,9 +231,7 @@ async def examples_answers(questions: Sequence[Question], retriever: Any, config
     from marag.roles import role_for
 
     m = config.method
-    if m.name not in ANSWER_RECIPE_METHODS:
-        raise ValueError(f"the answers recipe labels the AG of an `R, AG` plan, which "
-                         f"{m.name} does not run; use one of {', '.join(ANSWER_RECIPE_METHODS)}")
+    check_answer_method(m.name)
     ag = role_for("AG", m.prompts, m.name, role_variants(config, "AG"))
     hits = await retriever.search([q.question for q in questions], m.top_k)
     counts = {"kept": 0, "no answer": 0, "no documents": 0, "unsupported": 0}
