@@ -4,12 +4,15 @@ each ``../shared/data/<name>.questions.jsonl`` (file order):
 * held-out: questions [0, 50) of each dataset: the final table only, touched once;
 * development: questions [100, 150): prompts chosen here (``benchmarks/prompts.py`` default
   offset) and, its first ``--dev-per-dataset``, the checkpoint evaluation during training;
+  the rest of it (``devb``: [125, 150) by default) is a second development half, never used
+  by training's checkpoint evaluation: a second opinion on a chosen checkpoint before the
+  held-out questions are touched;
 * training: every other question (``exclude.ids`` keeps held-out and development out).
 
     python benchmarks/make_splits.py --out runs/data/splits
 
-writes ``heldout.jsonl``, ``dev.jsonl`` (the lines as they are in the shared files),
-``heldout.ids``, ``dev.ids`` and ``exclude.ids``. The ids are committed beside the run configs
+writes ``heldout.jsonl``, ``dev.jsonl``, ``devb.jsonl`` (the lines as they are in the shared
+files), ``heldout.ids``, ``dev.ids``, ``devb.ids`` and ``exclude.ids``. The ids are committed beside the run configs
 (docs/results/qwen-runs/splits/); the question files are not (they are copies of shared data).
 """
 
@@ -36,6 +39,7 @@ def main() -> None:
     out.mkdir(parents=True, exist_ok=True)
     held: list[str] = []
     dev: list[str] = []
+    devb: list[str] = []
     excluded: list[str] = []
     for name in DATASETS:
         lines = [ln for ln in Path(args.data, f"{name}.questions.jsonl").read_text(
@@ -44,15 +48,18 @@ def main() -> None:
             raise SystemExit(f"{name}: {len(lines)} questions, the splits need {DEV[1]}")
         held += lines[HELDOUT[0]:HELDOUT[1]]
         dev += lines[DEV[0]:DEV[0] + args.dev_per_dataset]
+        devb += lines[DEV[0] + args.dev_per_dataset:DEV[1]]
         excluded += [json.loads(ln)["id"] for ln in
                      lines[HELDOUT[0]:HELDOUT[1]] + lines[DEV[0]:DEV[1]]]
     ids = {"heldout": [json.loads(ln)["id"] for ln in held],
-           "dev": [json.loads(ln)["id"] for ln in dev], "exclude": excluded}
+           "dev": [json.loads(ln)["id"] for ln in dev],
+           "devb": [json.loads(ln)["id"] for ln in devb], "exclude": excluded}
     (out / "heldout.jsonl").write_text("\n".join(held) + "\n", encoding="utf-8")
     (out / "dev.jsonl").write_text("\n".join(dev) + "\n", encoding="utf-8")
+    (out / "devb.jsonl").write_text("\n".join(devb) + "\n", encoding="utf-8")
     for key, values in ids.items():
         (out / f"{key}.ids").write_text("\n".join(values) + "\n", encoding="utf-8")
-    print(f"{out}: held-out {len(held)}, dev {len(dev)}, excluded from training "
+    print(f"{out}: held-out {len(held)}, dev {len(dev)}, dev b {len(devb)}, excluded from training "
           f"{len(excluded)}")
 
 
