@@ -1,0 +1,79 @@
+#!/bin/bash
+# The GPU training path, once, on a lent GPU machine (no network, no real weights): `marag
+# train` in bf16 on CUDA with a random-initialised model of Qwen2.5-Coder-0.5B's shape (its
+# config and tokenizer travel in SHAPE; the weights are drawn there), over a BM25 index of
+# the fixture corpus. Three runs, each two iterations of 32 traces (8 questions x 4 samples):
+#   1. one process, local rollouts (`marag train`);
+#   2. the DDP launcher, `accelerate launch --config_file configs/accelerate/ddp-gpu.yaml`
+#      with one process (one GPU lent: NCCL will not put two ranks on one device);
+#   3. FSDP2, `configs/accelerate/fsdp-gpu.yaml` with one process and rollouts from
+#      `marag serve-llm` on the same GPU (train.rollout: server, the adapter reloaded after
+#      each update).
+# Prerequisites it expects beside the tree: .whl/ (the wheels the machine lacks: pydantic,
+# bm25s, PyStemmer, fastapi, ...) and SHAPE. Writes $OUT/<run>.metrics.csv and $OUT/<run>.log (runs in /tmp/gpu-runs).
+#   device run: bash benchmarks/gpu_train_check.sh   (carry .whl and .devcarry)
+set -x
+OUT=${OUT:-/tmp/gpu-check}; SHAPE=${SHAPE:-.devcarry/qwen-shape}; DEVICE=${DEVICE:-cuda}
+DTYPE=${DTYPE:-bfloat16}; ITERS=${ITERS:-2}; LAYERS=${LAYERS:-}
+W=/tmp/gpu-work; R=/tmp/gpu-runs; mkdir -p $OUT $W $R
+PY=${PY:-python3}
+if [ -d .whl ] && ! $PY -c "import pydantic, bm25s" 2>/dev/null; then
+  $PY -m pip install -q --no-index --no-deps --no-compile --no-cache-dir --upgrade \
+      --target /tmp/site .whl/*.whl || exit 1
+  export PYTHONPATH=/tmp/site
+fi
+export PYTHONPATH=$PWD/src${PYTHONPATH:+:$PYTHONPATH} PYTHONUNBUFFERED=1 HF_HUB_OFFLINE=1
+nvidia-smi --query-gpu=name,memory.total,driver_version --format=csv || true
+$PY - "$SHAPE" "$W/model" "$LAYERS" <<'PYEOF' || exit 1
+import shutil, sys, pathlib, torch, transformers
+shape, out, layers = sys.argv[1], sys.argv[2], sys.argv[3]
+cfg = transformers.AutoConfig.from_pretrained(shape)
+if layers:
+    cfg.num_hidden_layers = int(layers)  # a shallower copy, for trying the script on a CPU
+    if getattr(cfg, "layer_types", None):
+        cfg.layer_types = cfg.layer_types[:int(layers)]
+torch.manual_seed(0)
+model = transformers.AutoModelForCausalLM.from_config(cfg, dtype=torch.bfloat16)
+model.save_pretrained(out)
+for f in pathlib.Path(shape).iterdir():
+    if f.name not in ("config.json",):
+        shutil.copy(f, out)
+print("random model:", sum(p.numel() for p in model.parameters()) / 1e6, "M parameters,",
+      cfg.num_hidden_layers, "layers; torch", torch.__version__, "transformers", transformers.__version__)
+PYEOF
+cat tests/fixtures/qa/*.corpus.jsonl > $W/corpus.jsonl
+$PY -m marag.cli index build --corpus $W/corpus.jsonl --out $W/bm25 || exit 1
+COMMON=(--set "retrieval.index=$W/bm25" --set method.top_k=5
+  --set 'train.datasets=[tests/fixtures/qa/hotpotqa.questions.jsonl,tests/fixtures/qa/nq_open.questions.jsonl]'
+  --set train.holdout_per_dataset=0 --set train.iterations=$ITERS --set train.questions_per_iteration=${QPI:-8}
+  --set train.samples_per_question=${SPQ:-4} --set train.save_every=1 --no-progress)
+LOCAL=(--config configs/jade-train.yaml --set "llms.default.model=$W/model"
+  --set "llms.default.device=$DEVICE" --set "llms.default.dtype=$DTYPE")
+RUNS=${RUNS:-single ddp fsdp}   # which of the three to run
+# 1. one process
+if [[ $RUNS == *single* ]]; then
+timeout ${T1:-200} $PY -m marag.cli train "${LOCAL[@]}" "${COMMON[@]}" --out $R/single 2>&1 | tee $OUT/single.log | grep -v Warning
+echo "single rc ${PIPESTATUS[0]}"
+fi
+# 2. the DDP launcher, one process
+if [[ $RUNS == *ddp* ]]; then
+timeout ${T2:-150} $PY -m accelerate.commands.launch --config_file configs/accelerate/ddp-gpu.yaml --num_processes 1 \
+    --module marag.cli train "${LOCAL[@]}" "${COMMON[@]}" --out $R/ddp 2>&1 | tee $OUT/ddp.log | grep -v Warning
+echo "ddp rc ${PIPESTATUS[0]}"
+fi
+# 3. FSDP2 with server rollouts (the server's base model keeps its folder's name; the
+# adapter is served as the rollout LLM's model name, marag-policy)
+if [[ $RUNS == *fsdp* ]]; then
+$PY -m marag.cli serve-llm --model $W/model --device $DEVICE --dtype $DTYPE --port 8000 --allow-lora-updates > $OUT/serve-llm.log 2>&1 &
+SERVER=$!
+for i in $(seq 60); do curl -sf http://127.0.0.1:8000/health >/dev/null && break; sleep 2; done
+timeout ${T3:-150} $PY -m accelerate.commands.launch --config_file configs/accelerate/fsdp-gpu.yaml --num_processes 1 \
+    --module marag.cli train --config configs/jade-server-train.yaml --set "llms.policy.model=$W/model" \
+    --set "llms.policy.device=$DEVICE" --set "llms.policy.dtype=$DTYPE" "${COMMON[@]}" --out $R/fsdp 2>&1 \
+    | tee $OUT/fsdp.log | grep -v Warning
+echo "fsdp rc ${PIPESTATUS[0]}"
+kill $SERVER
+fi
+for r in single ddp fsdp; do
+  [ -f $R/$r/metrics.csv ] && { cp $R/$r/metrics.csv $OUT/$r.metrics.csv; echo "== $r"; cat $R/$r/metrics.csv; }
+done
