@@ -12,6 +12,10 @@
 # Prerequisites it expects beside the tree: .whl/ (the wheels the machine lacks: pydantic,
 # bm25s, PyStemmer, fastapi, ...) and SHAPE. Writes $OUT/<run>.metrics.csv and $OUT/<run>.log (runs in /tmp/gpu-runs).
 #   device run: bash benchmarks/gpu_train_check.sh   (carry .whl and .devcarry)
+# Set-up here first (docs/results/gpu-check/README.md has the commands): the wheels with
+# `pip download --python-version 3.12 --platform manylinux... -d .whl`, SHAPE with the config
+# and tokenizer files of ~/.cache/marag/models/qwen2.5-coder-0.5b; both folders listed in
+# .git/info/exclude. Try it here on a CPU with DEVICE=cpu DTYPE=float32 LAYERS=2 PY=.venv/bin/python.
 set -x
 OUT=${OUT:-/tmp/gpu-check}; SHAPE=${SHAPE:-.devcarry/qwen-shape}; DEVICE=${DEVICE:-cuda}
 DTYPE=${DTYPE:-bfloat16}; ITERS=${ITERS:-2}; LAYERS=${LAYERS:-}
@@ -52,11 +56,13 @@ LOCAL=(--config configs/jade-train.yaml --set "llms.default.model=$W/model"
 RUNS=${RUNS:-single ddp fsdp}   # which of the three to run
 # 1. one process
 if [[ $RUNS == *single* ]]; then
+rm -rf $R/single   # a warm machine keeps /tmp: start the run afresh, not resumed
 timeout ${T1:-200} $PY -m marag.cli train "${LOCAL[@]}" "${COMMON[@]}" --out $R/single 2>&1 | tee $OUT/single.log | grep -v Warning
 echo "single rc ${PIPESTATUS[0]}"
 fi
 # 2. the DDP launcher, one process
 if [[ $RUNS == *ddp* ]]; then
+rm -rf $R/ddp   # a warm machine keeps /tmp: start the run afresh, not resumed
 timeout ${T2:-150} $PY -m accelerate.commands.launch --config_file configs/accelerate/ddp-gpu.yaml --num_processes 1 \
     --module marag.cli train "${LOCAL[@]}" "${COMMON[@]}" --out $R/ddp 2>&1 | tee $OUT/ddp.log | grep -v Warning
 echo "ddp rc ${PIPESTATUS[0]}"
@@ -64,6 +70,7 @@ fi
 # 3. FSDP2 with server rollouts (the server's base model keeps its folder's name; the
 # adapter is served as the rollout LLM's model name, marag-policy)
 if [[ $RUNS == *fsdp* ]]; then
+rm -rf $R/fsdp   # a warm machine keeps /tmp: start the run afresh, not resumed
 $PY -m marag.cli serve-llm --model $W/model --device $DEVICE --dtype $DTYPE --port 8000 --allow-lora-updates > $OUT/serve-llm.log 2>&1 &
 SERVER=$!
 for i in $(seq 60); do curl -sf http://127.0.0.1:8000/health >/dev/null && break; sleep 2; done
