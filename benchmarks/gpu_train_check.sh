@@ -82,5 +82,7 @@ echo "fsdp rc ${PIPESTATUS[0]}"
 kill $SERVER
 fi
 for r in single ddp fsdp; do
-  [ -f $R/$r/metrics.csv ] && { cp $R/$r/metrics.csv $OUT/$r.metrics.csv; echo "== $r"; cat $R/$r/metrics.csv; }
+  if [ -f $R/$r/metrics.csv ]; then
+    cp $R/$r/metrics.csv $OUT/$r.metrics.csv; echo "== $r"; cat $R/$r/metrics.csv
+  fi
 done
