@@ -12,8 +12,9 @@ each ``../shared/data/<name>.questions.jsonl`` (file order):
     python benchmarks/make_splits.py --out runs/data/splits
 
 writes ``heldout.jsonl``, ``dev.jsonl``, ``devb.jsonl`` (the lines as they are in the shared
-files), ``heldout.ids``, ``dev.ids``, ``devb.ids`` and ``exclude.ids``. The ids are committed beside the run configs
-(docs/results/qwen-runs/splits/); the question files are not (they are copies of shared data).
+files), ``heldout.ids``, ``dev.ids``, ``devb.ids`` and ``exclude.ids``. The ids are committed
+beside the run configs (docs/results/qwen-runs/splits/); the question files are not (they are
+copies of shared data).
 """
 
 from __future__ import annotations
@@ -51,16 +52,13 @@ def main() -> None:
         devb += lines[DEV[0] + args.dev_per_dataset:DEV[1]]
         excluded += [json.loads(ln)["id"] for ln in
                      lines[HELDOUT[0]:HELDOUT[1]] + lines[DEV[0]:DEV[1]]]
-    ids = {"heldout": [json.loads(ln)["id"] for ln in held],
-           "dev": [json.loads(ln)["id"] for ln in dev],
-           "devb": [json.loads(ln)["id"] for ln in devb], "exclude": excluded}
-    (out / "heldout.jsonl").write_text("\n".join(held) + "\n", encoding="utf-8")
-    (out / "dev.jsonl").write_text("\n".join(dev) + "\n", encoding="utf-8")
-    (out / "devb.jsonl").write_text("\n".join(devb) + "\n", encoding="utf-8")
-    for key, values in ids.items():
-        (out / f"{key}.ids").write_text("\n".join(values) + "\n", encoding="utf-8")
-    print(f"{out}: held-out {len(held)}, dev {len(dev)}, dev b {len(devb)}, excluded from training "
-          f"{len(excluded)}")
+    for key, lines in {"heldout": held, "dev": dev, "devb": devb}.items():
+        (out / f"{key}.jsonl").write_text("\n".join(lines) + "\n", encoding="utf-8")
+        ids = [json.loads(ln)["id"] for ln in lines]
+        (out / f"{key}.ids").write_text("\n".join(ids) + "\n", encoding="utf-8")
+    (out / "exclude.ids").write_text("\n".join(excluded) + "\n", encoding="utf-8")
+    print(f"{out}: held-out {len(held)}, dev {len(dev)}, dev b {len(devb)}, "
+          f"excluded from training {len(excluded)}")
 
 
 if __name__ == "__main__":
