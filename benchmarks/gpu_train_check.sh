@@ -10,7 +10,8 @@
 #      `marag serve-llm` on the same GPU (train.rollout: server, the adapter reloaded after
 #      each update).
 # Prerequisites it expects beside the tree: .whl/ (the wheels the machine lacks: pydantic,
-# bm25s, PyStemmer, fastapi, ...) and SHAPE. Writes $OUT/<run>.metrics.csv and $OUT/<run>.log (runs in /tmp/gpu-runs).
+# bm25s, PyStemmer, fastapi, ...) and SHAPE. Writes $OUT/<run>.metrics.csv and $OUT/<run>.log
+# (the runs themselves in /tmp/gpu-runs).
 #   device run: bash benchmarks/gpu_train_check.sh   (carry .whl and .devcarry)
 # Set-up here first (docs/results/gpu-check/README.md has the commands): the wheels with
 # `pip download --python-version 3.12 --platform manylinux... -d .whl`, SHAPE with the config
@@ -40,7 +41,7 @@ torch.manual_seed(0)
 model = transformers.AutoModelForCausalLM.from_config(cfg, dtype=torch.bfloat16)
 model.save_pretrained(out)
 for f in pathlib.Path(shape).iterdir():
-    if f.name not in ("config.json",):
+    if f.name != "config.json":
         shutil.copy(f, out)
 print("random model:", sum(p.numel() for p in model.parameters()) / 1e6, "M parameters,",
       cfg.num_hidden_layers, "layers; torch", torch.__version__, "transformers", transformers.__version__)
@@ -54,32 +55,30 @@ COMMON=(--set "retrieval.index=$W/bm25" --set method.top_k=5
 LOCAL=(--config configs/jade-train.yaml --set "llms.default.model=$W/model"
   --set "llms.default.device=$DEVICE" --set "llms.default.dtype=$DTYPE")
 RUNS=${RUNS:-single ddp fsdp}   # which of the three to run
+LAUNCH=($PY -m accelerate.commands.launch --num_processes 1)
+# train NAME SECONDS COMMAND...: one run afresh (a warm machine keeps /tmp), its log in $OUT
+train() {
+  local name=$1 limit=$2; shift 2
+  rm -rf $R/$name
+  timeout $limit "$@" --out $R/$name 2>&1 | tee $OUT/$name.log | grep -v Warning
+  echo "$name rc ${PIPESTATUS[0]}"
+}
 # 1. one process
-if [[ $RUNS == *single* ]]; then
-rm -rf $R/single   # a warm machine keeps /tmp: start the run afresh, not resumed
-timeout ${T1:-200} $PY -m marag.cli train "${LOCAL[@]}" "${COMMON[@]}" --out $R/single 2>&1 | tee $OUT/single.log | grep -v Warning
-echo "single rc ${PIPESTATUS[0]}"
-fi
+[[ $RUNS == *single* ]] && train single ${T1:-200} $PY -m marag.cli train "${LOCAL[@]}" "${COMMON[@]}"
 # 2. the DDP launcher, one process
-if [[ $RUNS == *ddp* ]]; then
-rm -rf $R/ddp   # a warm machine keeps /tmp: start the run afresh, not resumed
-timeout ${T2:-150} $PY -m accelerate.commands.launch --config_file configs/accelerate/ddp-gpu.yaml --num_processes 1 \
-    --module marag.cli train "${LOCAL[@]}" "${COMMON[@]}" --out $R/ddp 2>&1 | tee $OUT/ddp.log | grep -v Warning
-echo "ddp rc ${PIPESTATUS[0]}"
-fi
+[[ $RUNS == *ddp* ]] && train ddp ${T2:-150} "${LAUNCH[@]}" --config_file configs/accelerate/ddp-gpu.yaml \
+    --module marag.cli train "${LOCAL[@]}" "${COMMON[@]}"
 # 3. FSDP2 with server rollouts (the server's base model keeps its folder's name; the
 # adapter is served as the rollout LLM's model name, marag-policy)
 if [[ $RUNS == *fsdp* ]]; then
-rm -rf $R/fsdp   # a warm machine keeps /tmp: start the run afresh, not resumed
-$PY -m marag.cli serve-llm --model $W/model --device $DEVICE --dtype $DTYPE --port 8000 --allow-lora-updates > $OUT/serve-llm.log 2>&1 &
-SERVER=$!
-for i in $(seq 60); do curl -sf http://127.0.0.1:8000/health >/dev/null && break; sleep 2; done
-timeout ${T3:-150} $PY -m accelerate.commands.launch --config_file configs/accelerate/fsdp-gpu.yaml --num_processes 1 \
-    --module marag.cli train --config configs/jade-server-train.yaml --set "llms.policy.model=$W/model" \
-    --set "llms.policy.device=$DEVICE" --set "llms.policy.dtype=$DTYPE" "${COMMON[@]}" --out $R/fsdp 2>&1 \
-    | tee $OUT/fsdp.log | grep -v Warning
-echo "fsdp rc ${PIPESTATUS[0]}"
-kill $SERVER
+  $PY -m marag.cli serve-llm --model $W/model --device $DEVICE --dtype $DTYPE --port 8000 \
+      --allow-lora-updates > $OUT/serve-llm.log 2>&1 &
+  SERVER=$!
+  for i in $(seq 60); do curl -sf http://127.0.0.1:8000/health >/dev/null && break; sleep 2; done
+  train fsdp ${T3:-150} "${LAUNCH[@]}" --config_file configs/accelerate/fsdp-gpu.yaml \
+      --module marag.cli train --config configs/jade-server-train.yaml --set "llms.policy.model=$W/model" \
+      --set "llms.policy.device=$DEVICE" --set "llms.policy.dtype=$DTYPE" "${COMMON[@]}"
+  kill $SERVER
 fi
 for r in single ddp fsdp; do
   if [ -f $R/$r/metrics.csv ]; then
