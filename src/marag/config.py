@@ -326,6 +326,9 @@ class SFTConfig(Section):
     lr: float = Field(1e-4, gt=0)
     max_examples: int | None = Field(None, ge=1)
     seed: int = 0
+    # steps between checkpoints in OUT/checkpoints (and one after the last step; 0: only
+    # that one); the same command resumes a killed run from the latest
+    save_every: int = Field(10, ge=0)
     # the dtype the forward and backward compute in, as train.dtype: auto = bfloat16 autocast
     # where the hardware has bf16 matrix units (weights and optimizer state stay float32)
     dtype: Literal["auto", "float32", "bfloat16"] = "auto"

@@ -347,3 +347,75 @@ def test_the_adapter_folder_records_its_config_and_command(tmp_path):
     assert saved["sft"]["epochs"] == 2 and saved["method"]["name"] == "jade"
     run = json.loads((tmp_path / "out" / "run.json").read_text())
     assert run["examples"] == {"AG": 2, "planner": 2} and run["command"]
+
+
+def _capitals():
+    return [sft.Example("AG", [{"role": "user", "content": f"What is the capital of {c}?"}],
+                        f"<answer>{a}</answer>")
+            for c, a in [("France", "Paris"), ("Italy", "Rome"), ("Peru", "Lima"),
+                         ("Spain", "Madrid"), ("Japan", "Tokyo"), ("Kenya", "Nairobi")]]
+
+
+def _sft_run(out, monkeypatch=None, kill_at=None, **settings):
+    """Train the tiny model on six examples (three steps an epoch); ``kill_at``: stop as a
+    kill would, right after that step's update and before its checkpoint."""
+    from marag.train.logbook import Logbook
+    from marag.train.policy import full_trainable
+
+    if kill_at is not None:
+        write = Logbook.write
+
+        def dying(self, row):
+            write(self, row)
+            if row["iteration"] == kill_at:
+                raise KeyboardInterrupt
+
+        monkeypatch.setattr(Logbook, "write", dying)
+    model, tok = build_tiny_model(seed=0)
+    backend = HFBackend("tiny", model=model, tokenizer=tok)
+    cfg = SFTConfig(**{"epochs": 2, "batch_size": 2, "micro_batch_size": 2, "lr": 1e-2,
+                       "dtype": "float32", "save_every": 1,
+                       "lora": {"r": 4, "target_modules": ["q_proj", "v_proj"]}, **settings})
+    try:
+        rows = sft.train_sft(backend, _capitals(), cfg, out)
+    finally:
+        if kill_at is not None:
+            monkeypatch.setattr(Logbook, "write", write)
+    return rows, {k: v.clone() for k, v in full_trainable(model).items()}
+
+
+def test_sft_killed_mid_epoch_resumes_to_the_unbroken_runs_weights(tmp_path, monkeypatch):
+    import json
+
+    rows, whole = _sft_run(tmp_path / "whole")
+    assert [r["iteration"] for r in rows] == [1, 2, 3, 4, 5, 6]
+    with pytest.raises(KeyboardInterrupt):  # killed during the second epoch
+        _sft_run(tmp_path / "broken", monkeypatch, kill_at=5)
+    state = json.loads((tmp_path / "broken/checkpoints/iter-000004/state.json").read_text())
+    assert state["iteration"] == 4
+    again, resumed = _sft_run(tmp_path / "broken")  # the same command again
+    # step 5 (whose row the kill left in the metrics) is redone from step 4's checkpoint
+    assert [r["iteration"] for r in again] == [1, 2, 3, 4, 5, 6]
+    assert [r["loss"] for r in again] == pytest.approx([r["loss"] for r in rows], rel=1e-5)
+    assert whole.keys() == resumed.keys() and whole
+    for k in whole:
+        torch.testing.assert_close(resumed[k], whole[k], rtol=1e-5, atol=1e-7)
+    assert (tmp_path / "broken/policy/adapter_config.json").is_file()
+
+
+def test_sft_takes_another_epoch_but_refuses_other_settings_or_examples(tmp_path):
+    one, _ = _sft_run(tmp_path / "a", epochs=1)
+    assert len(one) == 3
+    two, more = _sft_run(tmp_path / "a", epochs=2)  # one more epoch over the same examples
+    _, whole = _sft_run(tmp_path / "b", epochs=2)
+    assert len(two) == 6
+    for k in whole:
+        torch.testing.assert_close(more[k], whole[k], rtol=1e-5, atol=1e-7)
+    with pytest.raises(ValueError, match=r"other settings \(sft.lr\)"):
+        _sft_run(tmp_path / "a", lr=5e-3)
+    model, tok = build_tiny_model(seed=0)
+    backend = HFBackend("tiny", model=model, tokenizer=tok)
+    with pytest.raises(ValueError, match="other examples"):
+        sft.train_sft(backend, _capitals()[:4], SFTConfig(
+            epochs=2, batch_size=2, lr=1e-2, dtype="float32",
+            lora={"r": 4, "target_modules": ["q_proj", "v_proj"]}), tmp_path / "a")

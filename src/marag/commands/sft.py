@@ -150,8 +150,8 @@ def run(args: argparse.Namespace) -> int:
     except ValueError as e:
         print(f"marag sft: {e}", file=sys.stderr)
         return 2
-    print(f"{len(rows)} steps, last loss {rows[-1]['loss']:.4f}; adapter in "
-          f"{Path(args.out) / 'policy'}")
+    last = f", last loss {rows[-1]['loss']:.4f}" if rows else ""
+    print(f"{len(rows)} steps{last}; adapter in {Path(args.out) / 'policy'}")
     return 0
 
 

@@ -301,9 +301,17 @@ def tokenize(examples: Sequence[Example], tokenizer: Any, eos: int) -> list[Any]
 def train_sft(backend: Any, examples: Sequence[Example], cfg: SFTConfig, out: str | Path,
               progress: bool = False) -> list[dict[str, float]]:
     """Fine-tune ``backend.module`` on ``examples``; the adapter (or model) goes to
-    ``out/policy``. Returns the per-step losses."""
+    ``out/policy``. Returns the per-step losses (those of earlier calls included, when it
+    resumed).
+
+    Every ``cfg.save_every`` steps, and after the last, a checkpoint (trainable tensors,
+    optimizer, RNG) goes to ``out/checkpoints``; a later call with the same ``out``, the same
+    examples and the same settings goes on from it, and ends with the weights an unbroken
+    run would have. ``cfg.epochs`` may grow between calls (another epoch over the same
+    examples); any other difference is refused, since the checkpoint could not continue it."""
     from tqdm import tqdm
 
+    from marag.train import checkpoint as ckpt
     from marag.train.experience import batch
     from marag.train.learner import compute_dtype, pad_multiple
     from marag.train.logbook import Logbook
@@ -313,6 +321,11 @@ def train_sft(backend: Any, examples: Sequence[Example], cfg: SFTConfig, out: st
         raise ValueError("no SFT examples: nothing passed the filters")
     out = Path(out)
     out.mkdir(parents=True, exist_ok=True)
+    used = list(examples[:cfg.max_examples] if cfg.max_examples else examples)
+    identity = {"examples": examples_digest(used), "settings": resume_settings(cfg)}
+    found = ckpt.latest(out / "checkpoints")
+    if found is not None:
+        check_resumable(found, identity)
     torch.manual_seed(cfg.seed)
     model = backend.module
     if cfg.lora.enabled:
@@ -324,26 +337,39 @@ def train_sft(backend: Any, examples: Sequence[Example], cfg: SFTConfig, out: st
     policy = PolicyValue(backbone, hidden_size(model)).to(model.device)
     params = [p for p in backbone.parameters() if p.requires_grad]
     opt = torch.optim.AdamW(params, lr=cfg.lr)
+    constant = torch.optim.lr_scheduler.LambdaLR(opt, lambda _: 1.0)  # what a checkpoint holds
     from marag.llm.chat import turn_end_id
 
     # a reply ends the way the template ends an assistant turn (Qwen: <|im_end|>, which is
     # what the decoder stops on at inference), not with the smallest of the EOS ids
     eos = turn_end_id(backend.tokenizer, set(backend._decoder.eos_ids))
-    items = tokenize(examples[:cfg.max_examples] if cfg.max_examples else examples,
-                     backend.tokenizer, eos)
+    items = tokenize(used, backend.tokenizer, eos)
     pad = backend._decoder.pad_id
     book = Logbook(out, tensorboard=False)
-    rows: list[dict[str, float]] = []
+    start = 0
+    if found is not None:
+        start = int(ckpt.load(found, policy, opt, constant)["iteration"])
+        book.truncate(start)
+        log.info("sft: resumed from %s (step %d done)", found, start)
+    else:
+        book.truncate(0)  # a metrics file without a checkpoint is from a run that saved none
+    rows: list[dict[str, float]] = book.rows()
     rng = random.Random(cfg.seed)
-    steps = cfg.epochs * ((len(items) + cfg.batch_size - 1) // cfg.batch_size)
-    bar = tqdm(total=steps, disable=not progress, desc="sft", unit="step")
+    per_epoch = (len(items) + cfg.batch_size - 1) // cfg.batch_size
+    steps = cfg.epochs * per_epoch
+    bar = tqdm(total=steps, initial=min(start, steps), disable=not progress, desc="sft",
+               unit="step")
     dtype = compute_dtype(cfg.dtype, model.device)
     multiple = pad_multiple(dtype, model.device)
     policy.train()
+    step = 0
     for epoch in range(cfg.epochs):
         order = list(items)
-        rng.shuffle(order)
+        rng.shuffle(order)  # every epoch's order is drawn, done or not: a resume replays them
         for b0 in range(0, len(order), cfg.batch_size):
+            step += 1
+            if step <= start:
+                continue
             # micro-batches of similar lengths (less padding); the loss is divided by the
             # batch's token count, so the gradient does not depend on the split
             chunk = sorted(order[b0:b0 + cfg.batch_size],
@@ -362,17 +388,55 @@ def train_sft(backend: Any, examples: Sequence[Example], cfg: SFTConfig, out: st
             torch.nn.utils.clip_grad_norm_(params, 1.0)
             opt.step()
             opt.zero_grad(set_to_none=True)
-            row = {"iteration": len(rows) + 1, "epoch": epoch + 1, "loss": total,
+            row = {"iteration": step, "epoch": epoch + 1, "loss": total,
                    "examples": len(chunk), "tokens": n_tok}
             rows.append(row)
             book.write(row)
             bar.update(1)
             bar.set_postfix(loss=f"{total:.3f}")
+            if step == steps or (cfg.save_every and step % cfg.save_every == 0):
+                ckpt.save(out / "checkpoints", step, policy, opt, constant, identity, keep=1)
     bar.close()
     policy.eval()
     save_policy(policy, out / "policy")
     backend.weights_updated()
     return rows
+
+
+def examples_digest(examples: Sequence[Example]) -> str:
+    """A fingerprint of the examples in order (role, messages, target)."""
+    import hashlib
+    import json
+
+    h = hashlib.sha256()
+    for e in examples:
+        h.update(json.dumps([e.role, e.messages, e.target], sort_keys=True).encode())
+        h.update(b"\n")
+    return h.hexdigest()
+
+
+def resume_settings(cfg: SFTConfig) -> dict[str, Any]:
+    """The settings a checkpoint can only be continued under (``epochs`` may grow, and the
+    micro-batch split does not change the update)."""
+    return cfg.model_dump(mode="json", include={"batch_size", "lr", "seed", "dtype", "lora",
+                                                "max_examples"})
+
+
+def check_resumable(path: Path, identity: dict[str, Any]) -> None:
+    import json
+
+    state = json.loads((path / "state.json").read_text())
+    for key, what in (("examples", "examples"), ("settings", "settings")):
+        if state.get(key) != identity[key]:
+            detail = ""
+            if key == "settings":
+                diff = sorted(k for k in identity[key]
+                              if state.get(key, {}).get(k) != identity[key][k])
+                detail = f" (sft.{', sft.'.join(diff)})"
+            raise ValueError(
+                f"{path.parent.parent} holds an SFT checkpoint (step {state.get('iteration')}) "
+                f"made from other {what}{detail}; resume with the same command, or pass a new "
+                f"--out (or delete {path.parent})")
 
 
 def role_variants(config: Config, role: str) -> dict[str, str]:
