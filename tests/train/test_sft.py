@@ -192,7 +192,8 @@ def test_answer_labels_refuse_a_method_without_r_ag(capsys):
 
 
 @pytest.mark.slow
-def test_answers_recipe_cli_trains_the_generator_on_real_questions(tmp_path, qa_data):
+def test_answers_recipe_cli_trains_the_generator_on_real_questions(tmp_path, qa_data,
+                                                                   capsys):
     import json
 
     from marag.retrieval import build_index
@@ -200,14 +201,22 @@ def test_answers_recipe_cli_trains_the_generator_on_real_questions(tmp_path, qa_
     index = build_index(qa_data / "nq_open.corpus.jsonl", tmp_path / "idx", kind="bm25",
                         show_progress=False)
     out = tmp_path / "sft"
-    code = main(["sft", "--method", "jade", "--recipe", "answers", "--index", str(index),
-                 "--dataset", str(qa_data / "nq_open.questions.jsonl"), "--out", str(out),
-                 "--no-progress", "--set", "sft.max_examples=6", "--set", "sft.batch_size=2",
-                 "--set", "sft.lora.r=4"])
-    assert code == 0
+    command = ["sft", "--method", "jade", "--recipe", "answers", "--index", str(index),
+               "--dataset", str(qa_data / "nq_open.questions.jsonl"), "--out", str(out),
+               "--no-progress", "--set", "sft.max_examples=6", "--set", "sft.batch_size=2",
+               "--set", "sft.lora.r=4"]
+    assert main(command) == 0
     run = json.loads((out / "run.json").read_text())
     assert set(run["examples"]) == {"AG"} and 1 <= run["examples"]["AG"] <= 6
     assert (out / "policy" / "adapter_config.json").is_file()
+    capsys.readouterr()
+    # another learning rate cannot continue the checkpoint: refused before the folder's
+    # record (config.yaml) is rewritten
+    assert main(command + ["--set", "sft.lr=0.001"]) == 2
+    assert "settings.lr: 0.0001 in the checkpoint, 0.001 now" in capsys.readouterr().err
+    assert "lr: 0.0001" in (out / "config.yaml").read_text()
+    assert main(command) == 0  # the same command: finished, nothing left to train
+    assert "(0 in this call)" in capsys.readouterr().out
     assert main(["sft", "--recipe", "answers", "--out", str(out)]) == 2  # no --dataset
 
 
@@ -375,7 +384,9 @@ def _sft_run(out, monkeypatch=None, kill_at=None, **settings):
     backend = HFBackend("tiny", model=model, tokenizer=tok)
     cfg = SFTConfig(**{"epochs": 2, "batch_size": 2, "micro_batch_size": 2, "lr": 1e-2,
                        "dtype": "float32", "save_every": 1,
-                       "lora": {"r": 4, "target_modules": ["q_proj", "v_proj"]}, **settings})
+                       # dropout draws random numbers: a resume must restore the RNG too
+                       "lora": {"r": 4, "dropout": 0.1, "target_modules": ["q_proj", "v_proj"]},
+                       **settings})
     try:
         rows = sft.train_sft(backend, _capitals(), cfg, out)
     finally:
@@ -411,11 +422,18 @@ def test_sft_takes_another_epoch_but_refuses_other_settings_or_examples(tmp_path
     assert len(two) == 6
     for k in whole:
         torch.testing.assert_close(more[k], whole[k], rtol=1e-5, atol=1e-7)
-    with pytest.raises(ValueError, match=r"other settings \(sft.lr\)"):
+    with pytest.raises(ValueError, match=r"settings.lr: 0.01 in the checkpoint, 0.005 now"):
         _sft_run(tmp_path / "a", lr=5e-3)
+    with pytest.raises(ValueError, match="at step 6, past the 3 steps of sft.epochs=1"):
+        _sft_run(tmp_path / "a", epochs=1)
+    again, same = _sft_run(tmp_path / "a", epochs=2)  # finished: nothing left, same weights
+    assert len(again) == 6
+    for k in whole:
+        torch.testing.assert_close(same[k], whole[k], rtol=1e-5, atol=1e-7)
     model, tok = build_tiny_model(seed=0)
     backend = HFBackend("tiny", model=model, tokenizer=tok)
     with pytest.raises(ValueError, match="other examples"):
         sft.train_sft(backend, _capitals()[:4], SFTConfig(
             epochs=2, batch_size=2, lr=1e-2, dtype="float32",
-            lora={"r": 4, "target_modules": ["q_proj", "v_proj"]}), tmp_path / "a")
+            lora={"r": 4, "dropout": 0.1, "target_modules": ["q_proj", "v_proj"]}),
+            tmp_path / "a")

@@ -143,6 +143,17 @@ def run(args: argparse.Namespace) -> int:
     if not hasattr(backend, "module"):
         print("marag sft: the roles must run on the local hf backend", file=sys.stderr)
         return 2
+    try:  # before record() rewrites the folder's config of a run it cannot continue
+        found, _ = sft.check_out(Path(args.out), backend, examples, cfg)
+    except ValueError as e:
+        print(f"marag sft: {e}", file=sys.stderr)
+        return 2
+    done = 0
+    if found is not None:
+        import json
+
+        done = int(json.loads((found / "state.json").read_text())["iteration"])
+        print(f"resuming from {found} (step {done} done)")
     record(Path(args.out), config, examples)
     try:
         rows = sft.train_sft(backend, examples, cfg, Path(args.out),
@@ -151,7 +162,8 @@ def run(args: argparse.Namespace) -> int:
         print(f"marag sft: {e}", file=sys.stderr)
         return 2
     last = f", last loss {rows[-1]['loss']:.4f}" if rows else ""
-    print(f"{len(rows)} steps{last}; adapter in {Path(args.out) / 'policy'}")
+    print(f"{len(rows)} steps ({max(0, len(rows) - done)} in this call){last}; adapter in "
+          f"{Path(args.out) / 'policy'}")
     return 0
 
 

@@ -46,24 +46,28 @@ def set_rng_state(state: dict[str, Any]) -> None:
 
 def save(root: Path, iteration: int, policy: PolicyValue, optimizer: Any, scheduler: Any,
          state: dict[str, Any], keep: int, *, trainable: dict[str, torch.Tensor] | None = None,
-         optimizer_state: dict[str, Any] | None = None) -> Path:
+         optimizer_state: dict[str, Any] | None = None, with_policy: bool = True) -> Path:
     """Write checkpoint ``iteration`` under ``root`` (= ``<out>/checkpoints``).
     ``trainable``/``optimizer_state``: gathered whole from a sharded module (else read from
-    ``policy``/``optimizer``)."""
+    ``policy``/``optimizer``). ``scheduler``: None for a run without one. ``with_policy``:
+    False leaves out the loadable ``policy/`` copy (resuming needs only ``trainable.pt``;
+    under full fine-tuning that copy is the whole model again)."""
     root.mkdir(parents=True, exist_ok=True)
     final = root / f"iter-{iteration:06d}"
     tmp = root / f".tmp-iter-{iteration:06d}"
     if tmp.exists():
         shutil.rmtree(tmp)
     tmp.mkdir()
-    save_policy(policy, tmp / "policy", trainable)
+    if with_policy:
+        save_policy(policy, tmp / "policy", trainable)
     if trainable is None:
         trainable = {n: p.detach().cpu().clone() for n, p in policy.named_parameters()
                      if p.requires_grad}
     torch.save(trainable, tmp / "trainable.pt")
     torch.save(optimizer.state_dict() if optimizer_state is None else optimizer_state,
                tmp / "optimizer.pt")
-    torch.save(scheduler.state_dict(), tmp / "scheduler.pt")
+    if scheduler is not None:
+        torch.save(scheduler.state_dict(), tmp / "scheduler.pt")
     torch.save(rng_state(), tmp / "rng.pt")
     (tmp / "state.json").write_text(json.dumps({"iteration": iteration, **state}, indent=1))
     if final.exists():
@@ -108,7 +112,8 @@ def latest(root: Path) -> Path | None:
 def load(path: Path, policy: PolicyValue, optimizer: Any, scheduler: Any,
          sharded: bool = False) -> dict[str, Any]:
     """Restore a checkpoint in place; returns its ``state.json``. ``sharded``: ``policy`` is
-    FSDP-sharded (every process loads the whole tensors and keeps its shard)."""
+    FSDP-sharded (every process loads the whole tensors and keeps its shard). ``scheduler``:
+    None for a run without one."""
     trainable = torch.load(path / "trainable.pt", map_location="cpu")
     params = dict(policy.named_parameters())
     missing = [n for n in trainable if n not in params]
@@ -132,7 +137,8 @@ def load(path: Path, policy: PolicyValue, optimizer: Any, scheduler: Any,
             for name, value in trainable.items():
                 params[name].copy_(value.to(params[name].device))
         optimizer.load_state_dict(opt_state)
-    scheduler.load_state_dict(torch.load(path / "scheduler.pt", weights_only=False))
+    if scheduler is not None:
+        scheduler.load_state_dict(torch.load(path / "scheduler.pt", weights_only=False))
     set_rng_state(torch.load(path / "rng.pt", weights_only=False))
     return json.loads((path / "state.json").read_text())
 

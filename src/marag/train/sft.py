@@ -305,10 +305,11 @@ def train_sft(backend: Any, examples: Sequence[Example], cfg: SFTConfig, out: st
     resumed).
 
     Every ``cfg.save_every`` steps, and after the last, a checkpoint (trainable tensors,
-    optimizer, RNG) goes to ``out/checkpoints``; a later call with the same ``out``, the same
-    examples and the same settings goes on from it, and ends with the weights an unbroken
-    run would have. ``cfg.epochs`` may grow between calls (another epoch over the same
-    examples); any other difference is refused, since the checkpoint could not continue it."""
+    optimizer, RNG) goes to ``out/checkpoints``; a later call with the same ``out``, model,
+    examples and settings goes on from it, and ends with the weights an unbroken run would
+    have (the same micro-batch split and hardware: bit for bit). ``cfg.epochs`` may grow
+    between calls (another epoch over the same examples); anything else ``check_out``
+    refuses, since the checkpoint could not continue it."""
     from tqdm import tqdm
 
     from marag.train import checkpoint as ckpt
@@ -317,15 +318,10 @@ def train_sft(backend: Any, examples: Sequence[Example], cfg: SFTConfig, out: st
     from marag.train.logbook import Logbook
     from marag.train.policy import PolicyValue, attach_lora, hidden_size, save_policy, token_stats
 
-    if not examples:
-        raise ValueError("no SFT examples: nothing passed the filters")
+    found, identity = check_out(out, backend, examples, cfg)
     out = Path(out)
     out.mkdir(parents=True, exist_ok=True)
     used = list(examples[:cfg.max_examples] if cfg.max_examples else examples)
-    identity = {"examples": examples_digest(used), "settings": resume_settings(cfg)}
-    found = ckpt.latest(out / "checkpoints")
-    if found is not None:
-        check_resumable(found, identity)
     torch.manual_seed(cfg.seed)
     model = backend.module
     if cfg.lora.enabled:
@@ -337,7 +333,6 @@ def train_sft(backend: Any, examples: Sequence[Example], cfg: SFTConfig, out: st
     policy = PolicyValue(backbone, hidden_size(model)).to(model.device)
     params = [p for p in backbone.parameters() if p.requires_grad]
     opt = torch.optim.AdamW(params, lr=cfg.lr)
-    constant = torch.optim.lr_scheduler.LambdaLR(opt, lambda _: 1.0)  # what a checkpoint holds
     from marag.llm.chat import turn_end_id
 
     # a reply ends the way the template ends an assistant turn (Qwen: <|im_end|>, which is
@@ -347,16 +342,19 @@ def train_sft(backend: Any, examples: Sequence[Example], cfg: SFTConfig, out: st
     pad = backend._decoder.pad_id
     book = Logbook(out, tensorboard=False)
     start = 0
+    steps = sft_steps(len(items), cfg)
     if found is not None:
-        start = int(ckpt.load(found, policy, opt, constant)["iteration"])
+        start = int(ckpt.load(found, policy, opt, None)["iteration"])
         book.truncate(start)
-        log.info("sft: resumed from %s (step %d done)", found, start)
+        log.info("sft: resumed from %s (step %d of %d done)", found, start, steps)
     else:
-        book.truncate(0)  # a metrics file without a checkpoint is from a run that saved none
+        if book.rows():
+            log.warning("sft: %s has metrics but no checkpoint (a run from before SFT "
+                        "checkpoints, or one killed before its first): training from step 0",
+                        out)
+        book.truncate(0)
     rows: list[dict[str, float]] = book.rows()
     rng = random.Random(cfg.seed)
-    per_epoch = (len(items) + cfg.batch_size - 1) // cfg.batch_size
-    steps = cfg.epochs * per_epoch
     bar = tqdm(total=steps, initial=min(start, steps), disable=not progress, desc="sft",
                unit="step")
     dtype = compute_dtype(cfg.dtype, model.device)
@@ -395,7 +393,8 @@ def train_sft(backend: Any, examples: Sequence[Example], cfg: SFTConfig, out: st
             bar.update(1)
             bar.set_postfix(loss=f"{total:.3f}")
             if step == steps or (cfg.save_every and step % cfg.save_every == 0):
-                ckpt.save(out / "checkpoints", step, policy, opt, constant, identity, keep=1)
+                ckpt.save(out / "checkpoints", step, policy, opt, None, identity, keep=1,
+                          with_policy=False)
     bar.close()
     policy.eval()
     save_policy(policy, out / "policy")
@@ -415,28 +414,58 @@ def examples_digest(examples: Sequence[Example]) -> str:
     return h.hexdigest()
 
 
+def sft_steps(n_examples: int, cfg: SFTConfig) -> int:
+    """Optimizer steps a run over ``n_examples`` takes."""
+    return cfg.epochs * ((n_examples + cfg.batch_size - 1) // cfg.batch_size)
+
+
 def resume_settings(cfg: SFTConfig) -> dict[str, Any]:
-    """The settings a checkpoint can only be continued under (``epochs`` may grow, and the
-    micro-batch split does not change the update)."""
+    """The settings a checkpoint can only be continued under (``epochs`` may grow;
+    ``micro_batch_size`` does not change the update, ``save_every`` only when it saves)."""
     return cfg.model_dump(mode="json", include={"batch_size", "lr", "seed", "dtype", "lora",
                                                 "max_examples"})
 
 
-def check_resumable(path: Path, identity: dict[str, Any]) -> None:
+def check_out(out: str | Path, backend: Any, examples: Sequence[Example], cfg: SFTConfig
+              ) -> tuple[Path | None, dict[str, Any]]:
+    """The checkpoint in ``out`` an SFT run would resume from (None: it starts afresh) and
+    the identity its checkpoints record. A checkpoint of another model, other examples or
+    other settings, one past the run's last step, or one of another kind of run is a
+    ``ValueError`` that names the difference. Cheap: call it before writing into ``out``."""
     import json
 
-    state = json.loads((path / "state.json").read_text())
-    for key, what in (("examples", "examples"), ("settings", "settings")):
-        if state.get(key) != identity[key]:
-            detail = ""
-            if key == "settings":
-                diff = sorted(k for k in identity[key]
-                              if state.get(key, {}).get(k) != identity[key][k])
-                detail = f" (sft.{', sft.'.join(diff)})"
-            raise ValueError(
-                f"{path.parent.parent} holds an SFT checkpoint (step {state.get('iteration')}) "
-                f"made from other {what}{detail}; resume with the same command, or pass a new "
-                f"--out (or delete {path.parent})")
+    from marag.train import checkpoint as ckpt
+    from marag.train.learner import compute_dtype
+
+    if not examples:
+        raise ValueError("no SFT examples: nothing passed the filters")
+    used = list(examples[:cfg.max_examples] if cfg.max_examples else examples)
+    dtype = compute_dtype(cfg.dtype, backend.module.device)
+    identity = {"examples": examples_digest(used), "settings": resume_settings(cfg),
+                "model": {"model": str(backend.model),
+                          "adapters": [str(a) for a in getattr(backend, "adapters", ())],
+                          "dtype": str(dtype).removeprefix("torch.")}}
+    found = ckpt.latest(Path(out) / "checkpoints")
+    if found is None:
+        return None, identity
+    state = json.loads((found / "state.json").read_text())
+    where = f"{out}: its checkpoint {found.name}"
+    if "examples" not in state:
+        raise ValueError(f"{where} is not an SFT checkpoint (a marag train run?); pass a new "
+                         "--out")
+    fix = f"; resume with the same command, or pass a new --out (or delete {found.parent})"
+    changed = [f"{group}.{k}: {state[group].get(k)!r} in the checkpoint, {v!r} now"
+               for group in ("settings", "model") for k, v in identity[group].items()
+               if state.get(group, {}).get(k) != v]
+    if changed:
+        raise ValueError(f"{where} was made under other settings ({'; '.join(changed)}){fix}")
+    if state["examples"] != identity["examples"]:
+        raise ValueError(f"{where} was made from other examples{fix}")
+    steps = sft_steps(len(used), cfg)
+    if state["iteration"] > steps:
+        raise ValueError(f"{where} is at step {state['iteration']}, past the {steps} steps of "
+                         f"sft.epochs={cfg.epochs}: raise sft.epochs, or pass a new --out")
+    return found, identity
 
 
 def role_variants(config: Config, role: str) -> dict[str, str]:
