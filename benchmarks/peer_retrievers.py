@@ -312,7 +312,7 @@ def main() -> None:
     p.add_argument("--system", choices=["searchr1", "flashrag", "marag"], required=True)
     p.add_argument("--python", type=Path, help="the peer's venv python")
     p.add_argument("--repo", type=Path, help="Search-R1's git directory")
-    p.add_argument("--tier", default="flat-mmap", choices=["flat-mmap", "ivf-sq8", "opq-ivfpq"])
+    p.add_argument("--tier", default="flat-mmap", choices=["flat-mmap", "ivf-sq8", "opq-ivfpq", "opq-ivfpq-fs"])
     p.add_argument("--single", type=int, default=50)
     p.add_argument("--batch", type=int, default=2560)
     p.add_argument("--k", type=int, default=3)

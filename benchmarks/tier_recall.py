@@ -84,10 +84,11 @@ def recall(rows: np.ndarray, truth: np.ndarray) -> float:
 
 
 def measure(work: Path, nprobes: list[int], reranks: list[int], pq_ms: list[int],
-            nlist: int | None, n_synth: int, sq8_reranks: list[int], out_name: str) -> None:
+            nlist: int | None, n_synth: int, sq8_reranks: list[int], out_name: str,
+            tiers: list[str], fs_ms: list[int]) -> None:
     from marag.retrieval.imported import compress_index
     from marag.retrieval.tiered import TieredDenseIndex
-    from marag.retrieval.tiers import flat_search
+    from marag.retrieval.tiers import PQ_TIERS, flat_search
 
     src = work / "dense"
     vecs = np.load(src / "embeddings.npy", mmap_mode="r")
@@ -97,7 +98,7 @@ def measure(work: Path, nprobes: list[int], reranks: list[int], pq_ms: list[int]
 
     def run(idx_dir: Path, tier: str, label: dict) -> None:
         for nprobe in nprobes:
-            for rr in (reranks if tier == "opq-ivfpq" else sq8_reranks):
+            for rr in (reranks if tier in PQ_TIERS else sq8_reranks):
                 idx = TieredDenseIndex(idx_dir, tier=tier, nprobe=nprobe, rerank=rr,
                                        load_encoder=False)
                 nl = idx.manifest["tiers"][tier]["params"]["nlist"]
@@ -112,14 +113,16 @@ def measure(work: Path, nprobes: list[int], reranks: list[int], pq_ms: list[int]
                 print(json.dumps(row), flush=True)
                 idx.close()
 
-    for tier, ms in (("ivf-sq8", [None]), ("opq-ivfpq", pq_ms)):
-        for m in ms:
+    sizes = {"ivf-sq8": [None], "opq-ivfpq": pq_ms, "opq-ivfpq-fs": fs_ms}
+    for tier in tiers:
+        for m in sizes[tier]:
             d = work / f"idx-{tier}-{m}"
             shutil.rmtree(d, ignore_errors=True)
             shutil.copytree(src, d)
             t0 = time.perf_counter()
             rec = compress_index(d, tier, nlist=nlist, pq_m=m)
-            label = {"spec": rec["spec"], "bytes_per_vector": (m or vecs.shape[1]),
+            per = vecs.shape[1] if m is None else m // 2 if tier == "opq-ivfpq-fs" else m
+            label = {"spec": rec["spec"], "bytes_per_vector": per,
                      "build_s": round(time.perf_counter() - t0, 1)}
             run(d, tier, label)
     (work / out_name).write_text("".join(json.dumps(r) + "\n" for r in results))
@@ -135,6 +138,10 @@ def main() -> None:
     ap.add_argument("--rerank", type=int, nargs="+", default=[0, 50, 100, 200, 400])
     ap.add_argument("--sq8-rerank", type=int, nargs="+", default=[0])
     ap.add_argument("--pq-m", type=int, nargs="+", default=[32, 48])
+    ap.add_argument("--fs-m", type=int, nargs="+", default=[64, 96],
+                    help="opq-ivfpq-fs sub-quantisers (4 bits each: m/2 bytes a vector)")
+    ap.add_argument("--tiers", nargs="+", default=["ivf-sq8", "opq-ivfpq", "opq-ivfpq-fs"],
+                    choices=["ivf-sq8", "opq-ivfpq", "opq-ivfpq-fs"])
     ap.add_argument("--out", default="recall.jsonl", help="results file under --work")
     ap.add_argument("--nlist", type=int, default=256)
     ap.add_argument("--synthetic", type=int, default=2000)
@@ -142,7 +149,8 @@ def main() -> None:
     if a.step == "encode":
         encode(a.work)
     else:
-        measure(a.work, a.nprobe, a.rerank, a.pq_m, a.nlist, a.synthetic, a.sq8_rerank, a.out)
+        measure(a.work, a.nprobe, a.rerank, a.pq_m, a.nlist, a.synthetic, a.sq8_rerank, a.out,
+                a.tiers, a.fs_m)
 
 
 if __name__ == "__main__":

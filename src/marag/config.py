@@ -103,10 +103,10 @@ class RetrievalConfig(Section):
     kind: IndexKind = "bm25"
     url: str | None = None
     timeout: float = Field(30.0, gt=0)
-    # dense indexes: which memory tier serves (flat-mmap, ivf-sq8, opq-ivfpq; None: the
+    # dense indexes: which memory tier serves (flat-mmap, ivf-sq8, opq-ivfpq, opq-ivfpq-fs; None: the
     # manifest's default_tier), IVF lists probed per query and exact re-rank depth (None:
     # what the tier recorded; 0: no re-rank). See docs/retrieval-at-scale.md.
-    tier: Literal["flat-mmap", "ivf-sq8", "opq-ivfpq"] | None = None
+    tier: Literal["flat-mmap", "ivf-sq8", "opq-ivfpq", "opq-ivfpq-fs"] | None = None
     nprobe: int | None = Field(None, ge=1)
     rerank: int | None = Field(None, ge=0)
     # "milvus": search a Milvus collection (``marag index to-milvus``) at milvus_uri: a Milvus

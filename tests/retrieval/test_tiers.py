@@ -91,6 +91,29 @@ def test_compressed_tiers_against_flat(synthetic):
     assert r.tier == "ivf-sq8" and r.searcher.nprobe == 4
 
 
+def test_fast_scan_tier_against_flat(synthetic):
+    out, q = synthetic
+    truth, _ = open_index(out, tier="flat-mmap").search_vectors(q, 10)
+    rec = compress_index(out, "opq-ivfpq-fs", nlist=16, pq_m=32, rerank=100, make_default=False)
+    assert rec["spec"] == "OPQ32,IVF16,PQ32x4fs" and rec["params"]["pq_bits"] == 4
+    tier_file = out / "tiers" / "opq-ivfpq-fs.faiss"
+    assert not tier_file.with_name(tier_file.name + ".ivfdata").exists()  # lists in the file
+    assert rec["cost"]["disk_bytes"] == tier_file.stat().st_size
+    # the OPQ rotation, the IVF centroids and PQ codebooks, then 16 bytes of codes and an
+    # 8-byte id a vector (lists padded to blocks of 32)
+    fixed = 4 * (DIM * DIM + 16 * DIM + 32 * 16 * (DIM // 32))
+    assert rec["cost"]["disk_bytes"] < fixed + N_SYNTH * (16 + 8) + 16 * 32 * 24 + 4096
+    plain = _recall(open_index(out, tier="opq-ivfpq-fs", nprobe=16, rerank=0), truth, q)
+    idx = open_index(out, tier="opq-ivfpq-fs", nprobe=16)
+    assert idx.searcher.rerank == 100
+    reranked = _recall(idx, truth, q)
+    assert reranked >= 0.95 and reranked >= plain
+    rows, scores = idx.search_vectors(q[:3], 5)
+    np.testing.assert_allclose(scores, np.einsum("qd,qkd->qk", q[:3], idx.vecs[rows]), atol=1e-5)
+    with pytest.raises(ValueError, match="pq_m 7 must divide the dimension 384"):
+        compress_index(out, "opq-ivfpq-fs", nlist=16, pq_m=7, make_default=False)
+
+
 def test_tier_errors(synthetic, dense_index, tmp_path):
     out, _ = synthetic
     with pytest.raises(ValueError, match="unknown tier"):

@@ -41,9 +41,10 @@ def register(isub: Any) -> None:
 
     c = isub.add_parser("compress", help="build a compressed memory tier from a dense index's flat vectors")
     c.add_argument("dir", help="dense index directory (imported or built)")
-    c.add_argument("--tier", required=True, choices=["ivf-sq8", "opq-ivfpq"])
+    c.add_argument("--tier", required=True, choices=["ivf-sq8", "opq-ivfpq", "opq-ivfpq-fs"])
     c.add_argument("--nlist", type=int, default=None, help="IVF lists (default: power of 2 near sqrt(n))")
-    c.add_argument("--pq-m", type=int, default=None, help="PQ bytes per vector (default 64 for 768 dims)")
+    c.add_argument("--pq-m", type=int, default=None, help="PQ sub-quantisers: bytes a vector for opq-ivfpq (default 64 for 768 "
+                   "dims), 4 bits each for opq-ivfpq-fs (default 128 for 768 dims)")
     c.add_argument("--train-rows", type=int, default=None, help="rows sampled to train (default 64 x nlist)")
     c.add_argument("--nprobe", type=int, default=None, help="lists probed per query, recorded as default")
     c.add_argument("--rerank", type=int, default=None,

@@ -26,7 +26,7 @@ def register(sub: Any) -> None:
 
 def add_tier_options(p: argparse.ArgumentParser) -> None:
     """How a dense index searches: retrieval.tier, retrieval.nprobe, retrieval.rerank."""
-    p.add_argument("--tier", choices=["flat-mmap", "ivf-sq8", "opq-ivfpq"], default=None,
+    p.add_argument("--tier", choices=["flat-mmap", "ivf-sq8", "opq-ivfpq", "opq-ivfpq-fs"], default=None,
                    help="memory tier of a dense index (default: the one its manifest names)")
     p.add_argument("--nprobe", type=int, default=None, help="IVF lists probed per query")
     p.add_argument("--rerank", type=int, default=None,
