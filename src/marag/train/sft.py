@@ -321,7 +321,7 @@ def train_sft(backend: Any, examples: Sequence[Example], cfg: SFTConfig, out: st
     found, identity = check_out(out, backend, examples, cfg)
     out = Path(out)
     out.mkdir(parents=True, exist_ok=True)
-    used = list(examples[:cfg.max_examples] if cfg.max_examples else examples)
+    used = used_examples(examples, cfg)
     torch.manual_seed(cfg.seed)
     model = backend.module
     if cfg.lora.enabled:
@@ -414,6 +414,11 @@ def examples_digest(examples: Sequence[Example]) -> str:
     return h.hexdigest()
 
 
+def used_examples(examples: Sequence[Example], cfg: SFTConfig) -> list[Example]:
+    """The examples a run trains on: the first ``sft.max_examples`` when set."""
+    return list(examples[:cfg.max_examples] if cfg.max_examples else examples)
+
+
 def sft_steps(n_examples: int, cfg: SFTConfig) -> int:
     """Optimizer steps a run over ``n_examples`` takes."""
     return cfg.epochs * ((n_examples + cfg.batch_size - 1) // cfg.batch_size)
@@ -439,7 +444,7 @@ def check_out(out: str | Path, backend: Any, examples: Sequence[Example], cfg: S
 
     if not examples:
         raise ValueError("no SFT examples: nothing passed the filters")
-    used = list(examples[:cfg.max_examples] if cfg.max_examples else examples)
+    used = used_examples(examples, cfg)
     dtype = compute_dtype(cfg.dtype, backend.module.device)
     identity = {"examples": examples_digest(used), "settings": resume_settings(cfg),
                 "model": {"model": str(backend.model),
