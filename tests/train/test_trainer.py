@@ -108,6 +108,19 @@ def test_resume_reproduces_the_next_iteration_exactly(tmp_path):
     assert rows == [1, 2]
 
 
+def test_an_extended_run_resumes_on_the_new_cosine_schedule(tmp_path):
+    # one iteration of a 1-iteration cosine run ends at the floor (10%); extended to 3, the
+    # next iteration must use the 3-iteration schedule's rate, as a straight 3-iteration run
+    cosine = ("train.lr_schedule=cosine", "train.warmup_iterations=0")
+    straight = make(tmp_path / "a", "train.iterations=3", *cosine).run()
+    make(tmp_path / "b", "train.iterations=1", *cosine).run()
+    extended = make(tmp_path / "b", "train.iterations=3", *cosine)
+    assert extended.start == 1
+    rows = extended.run()
+    assert [r["lr"] for r in rows] == pytest.approx([r["lr"] for r in straight[1:]])
+    assert rows[0]["lr"] == pytest.approx(1e-3 * (0.1 + 0.45 * (1 + math.cos(math.pi / 3))))
+
+
 @pytest.mark.parametrize("estimator", ["turn-gae", "gae", "per-step", "grpo"])
 def test_jade_trains_every_role_it_ran(tmp_path, estimator):
     kl = ["train.kl_mode=loss"] if estimator == "grpo" else []

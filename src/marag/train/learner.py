@@ -119,6 +119,14 @@ class Learner:
             return 0.1 + 0.9 * 0.5 * (1.0 + math.cos(math.pi * done))
         return 1.0
 
+    def reschedule(self) -> None:
+        """Set each parameter group's learning rate from this config's schedule at the
+        scheduler's step: a resumed optimizer carries the rate the saved run's schedule gave,
+        which differs when the run is extended (``train.iterations`` is its cosine horizon)."""
+        factor = self._lr_factor(self.scheduler.last_epoch)
+        for group, base in zip(self.optimizer.param_groups, self.scheduler.base_lrs):
+            group["lr"] = base * factor
+
     def autocast(self) -> AbstractContextManager[Any]:
         if self.dtype == torch.float32:
             return nullcontext()

@@ -252,6 +252,7 @@ class Trainer:
         state = ckpt.load(path, self.policy, self.optimizer, self.scheduler,
                           sharded=bool(self.sharded))
         self.start = int(state["iteration"])
+        self.learner.reschedule()  # a changed train.iterations moves a cosine schedule
         self.kl.coef = float(state.get("kl_coef", self.kl.coef))
         if self.logbook is not None:
             self.logbook.truncate(self.start)
@@ -324,7 +325,7 @@ class Trainer:
         """Run iteration ``it`` (0-based) and return its metrics row."""
         cfg = self.cfg
         phase = Phases()
-        used = {"kl_coef": self.kl.coef, "lr": self.scheduler.get_last_lr()[0]}
+        used = {"kl_coef": self.kl.coef, "lr": self.optimizer.param_groups[0]["lr"]}
         with phase("rollout"):
             traces = self.rollout(it)
             if self.server is not None:
