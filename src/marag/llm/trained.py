@@ -35,6 +35,17 @@ TRAINED: dict[str, TrainedAdapter] = {
         # labels (marag sft --recipe answers) over it (docs/results/qwen-jade/README.md)
         folders=("docs/results/qwen-jade/sft", "docs/results/qwen-jade/answers"),
     ),
+    "qwen-mmoa": TrainedAdapter(
+        model="qwen2.5-coder-0.5b",
+        # run 4: MMOA-RAG's SFT warm start (marag sft --recipe mmoa), then MAPPO-style PPO
+        # of the rewriter, selector and generator over it (docs/results/qwen-mmoa/README.md)
+        folders=("docs/results/qwen-mmoa/sft", "docs/results/qwen-mmoa/rl"),
+    ),
+    "qwen-mmoa-sft": TrainedAdapter(
+        model="qwen2.5-coder-0.5b",
+        # run 4's warm start alone (MMOA-RAG Table 5's "SFT" row)
+        folders=("docs/results/qwen-mmoa/sft",),
+    ),
 }
 
 
