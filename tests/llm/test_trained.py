@@ -78,3 +78,11 @@ def test_a_run_command_refuses_a_wrong_adapter_before_anything_is_written(tmp_pa
     with pytest.raises(ConfigError, match="llms.default.adapter: adapter 'qwen-jade' was "
                                           "trained on qwen2.5-coder-0.5b, not smollm2"):
         load_run_config(args, ['llms.default.adapter=["qwen-jade"]'])
+
+
+def test_run_4s_team_merges_its_warm_start_before_the_rl_adapter():
+    """The RL adapter of run 4 was trained over the merged SFT adapter: merged the other way
+    round, its deltas would apply to weights they never saw."""
+    assert TRAINED["qwen-mmoa"].folders == ("docs/results/qwen-mmoa/sft",
+                                            "docs/results/qwen-mmoa/rl")
+    assert TRAINED["qwen-mmoa-sft"].folders == ("docs/results/qwen-mmoa/sft",)

@@ -10,6 +10,7 @@ import argparse
 from typing import Any
 
 from marag.config import METHOD_NAMES, Config, MethodConfig
+from marag.llm.trained import TRAINED
 
 
 def add_run_options(p: Any, *, index_help: str) -> None:
@@ -28,9 +29,9 @@ def add_run_options(p: Any, *, index_help: str) -> None:
                    help=f"{index_help}; sets retrieval.index")
     p.add_argument("--adapter", action="append", default=[], metavar="DIR|NAME",
                    help="LoRA adapter folder from marag train/sft (its policy/ folder), or "
-                        "the name of an adapter marag's learning runs trained (qwen-jade, "
-                        "with --model qwen2.5-coder-0.5b), merged into the default hf model; "
-                        "repeatable, merged in order")
+                        "the name of an adapter marag's learning runs trained "
+                        f"({', '.join(sorted(TRAINED))}; each with the model it was trained "
+                        "on), merged into the default hf model; repeatable, merged in order")
 
 
 def load_run_config(args: argparse.Namespace, overrides: list[str]) -> Config:
