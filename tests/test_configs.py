@@ -4,7 +4,8 @@ from pathlib import Path
 
 import pytest
 
-from marag.config import METHOD_NAMES, load_config
+from marag.config import load_config
+from marag.methods import METHOD_NAMES
 from marag.roles.registry import check_role_map
 
 ROOT = Path(__file__).resolve().parents[1] / "configs"

@@ -20,9 +20,10 @@ from pydantic import (
     model_validator,
 )
 
+from marag.methods import METHOD_NAMES
+
 # The names a config (and the command line) may use, each defined once; CLI choices, validation
 # and the code that dispatches on them import these.
-MethodName = Literal["llm-only", "vanilla", "mmoa-rag", "mao-arag", "jade", "m-ask"]
 IndexKind = Literal["bm25", "dense", "hybrid"]
 PromptProfile = Literal["default", "paper"]
 # Planner codes: a solving plan is an ordered subsequence of SOLVING_CODES; a decomposing plan is
@@ -32,7 +33,6 @@ SolvingCode = Literal["QR", "R", "DS", "AG"]
 DecomposeCode = Literal["QDS", "QDP"]
 RoleCode = Literal[SolvingCode, DecomposeCode, "AS"]
 
-METHOD_NAMES: tuple[str, ...] = get_args(MethodName)
 INDEX_KINDS: tuple[str, ...] = get_args(IndexKind)
 PROMPT_PROFILES: tuple[str, ...] = get_args(PromptProfile)
 SOLVING_CODES: tuple[str, ...] = get_args(SolvingCode)
@@ -125,7 +125,7 @@ class RetrievalConfig(Section):
 
 
 class MethodConfig(Section):
-    name: MethodName = "jade"
+    name: str = "jade"  # a method of marag.methods.REGISTRY
     # Prompt profile: "default" (marag's few-shot prompts, tuned for small models) or "paper"
     # (each method's paper's instructions and output formats; see docs/fidelity.md).
     prompts: PromptProfile = "default"
@@ -162,6 +162,19 @@ class MethodConfig(Section):
     # m-ask
     max_turns: int = Field(3, ge=1)
     answer_every_turn: bool = False
+    # search-r1: passages per <search> (the paper's top-3; top_k is the other methods') and
+    # the searching turns before the last call, which must answer (the paper's 4)
+    search_top_k: int = Field(3, ge=1)
+    search_turns: int = Field(4, ge=0)
+
+    @field_validator("name")
+    @classmethod
+    def _known_method(cls, v: str) -> str:
+        if v not in METHOD_NAMES:
+            close = difflib.get_close_matches(v, METHOD_NAMES, n=1)
+            hint = f" (did you mean '{close[0]}'?)" if close else ""
+            raise ValueError(f"unknown method {v!r}{hint}; known: {', '.join(METHOD_NAMES)}")
+        return v
 
 
 class EvalConfig(Section):
@@ -176,7 +189,7 @@ class EvalConfig(Section):
 class RewardConfig(Section):
     """Per-step rewards (``marag.train.rewards``). ``kind: auto`` follows the method's paper."""
 
-    kind: Literal["auto", "jade", "mao-arag", "mmoa-rag", "m-ask", "final"] = "auto"
+    kind: Literal["auto", "jade", "mao-arag", "mmoa-rag", "m-ask", "search-r1", "final"] = "auto"
     # jade (Eq. 6-8): -format_penalty per malformed step; the last step also gets
     # F1 - alpha*min(T/rounds_max, 1) - beta*min(N_ret/retrievals_max, 1)
     format_penalty: float = Field(1.0, ge=0)

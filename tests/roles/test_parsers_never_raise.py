@@ -58,6 +58,10 @@ def check_contract(name: str, p: Parsed, ctx: dict) -> None:
         assert all(isinstance(q, str) and isinstance(a, str) and q and a for q, a in v["pairs"])
     elif name == "mask.search":
         assert v == {"end": True} or (set(v) == {"query"} and v["query"].strip())
+    elif name == "search-r1":
+        assert set(v) == {"action", "content"} and isinstance(v["content"], str)
+        assert v["action"] in ("search", "answer", None)
+        assert not p.valid or (v["action"] is not None and v["content"].strip())
     elif name == "mask.update":
         n = ctx["n_pairs"]
         assert v["op"] in ("update", "add") and type(v["index"]) is int

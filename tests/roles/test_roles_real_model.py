@@ -55,6 +55,11 @@ def _calls(question, docs):
                          "evidence": "Shirley Temple played Corliss Archer in Kiss and Tell."},
          {"n_pairs": 1}),
         ("mask.answer", {"question": question, "state": [list(p) for p in pairs]}, {}),
+        ("search-r1", {"question": question,
+                       "transcript": "<think>Find the actress first.</think>\n<search> Corliss "
+                                     "Archer Kiss and Tell </search>\n\n<information>Doc 1(Title: "
+                                     "Kiss and Tell) Shirley Temple played Corliss Archer."
+                                     "</information>\n\n"}, {}),
     ]
 
 

@@ -21,6 +21,8 @@ REPLIES = {
     "mask.search": ["<search>Scott Derrickson</search>", "<end>"],
     "mask.summary": "<evidence>American</evidence>", "mask.update": "<Update>t1</Update>",
     "mask.answer": "<predicted_answer>yes</predicted_answer>",
+    "search-r1": ["<think>look</think><search>Scott Derrickson</search>",
+                  "<think>both American</think><answer>yes</answer>"],
 }
 
 

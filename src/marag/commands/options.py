@@ -9,8 +9,9 @@ from __future__ import annotations
 import argparse
 from typing import Any
 
-from marag.config import METHOD_NAMES, Config, MethodConfig
+from marag.config import Config, MethodConfig
 from marag.llm.trained import TRAINED
+from marag.methods import METHOD_NAMES
 
 
 def add_run_options(p: Any, *, index_help: str) -> None:

@@ -92,6 +92,11 @@ class OpenAIBackend:
             "top_p": params.top_p,
             "max_tokens": params.max_tokens,
         }
+        if messages and messages[-1].get("role") == "assistant":
+            # continue the open assistant turn (Search-R1's trajectory) instead of starting a
+            # new one: vLLM's and SGLang's chat extension, also read by marag serve-llm
+            body["continue_final_message"] = True
+            body["add_generation_prompt"] = False
         if params.stop:
             body["stop"] = list(params.stop)
         if params.seed is not None:

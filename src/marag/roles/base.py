@@ -35,6 +35,9 @@ class Role:
     on backends that can continue one (``continues_reply``, the local hf backend), so a small
     model cannot drift out of the output format before it starts; the model writes the rest.
     The parser reads prefix + completion. Elsewhere the prompt's instructions alone ask for it.
+
+    ``closes_stop``: backends drop the stop string from a reply (as OpenAI's API does); a role
+    that needs it (Search-R1's turns, continued as one text) gets the closing tag put back.
     """
 
     name: str
@@ -45,6 +48,9 @@ class Role:
     parse_context: Callable[..., dict[str, Any]] | None = None
     allowed_text: Callable[..., tuple[str, ...]] | None = None
     reply_prefix: str = ""
+    # a reply that stopped on one of ``stop`` gets that closing tag back (``tags.reclose``):
+    # the text then holds the whole block the model wrote, as a continuing role needs
+    closes_stop: bool = False
 
     def read(self, text: str, inputs: Mapping[str, Any]) -> Parsed:
         """Parse a completion of the call that was built from ``inputs``."""

@@ -17,6 +17,7 @@ from marag.roles import (
     paper_select,
     planner,
     rewrite,
+    search_r1,
     select,
 )
 from marag.roles.base import Role
@@ -40,6 +41,7 @@ ROLES: dict[str, Role] = {
         mask.SUMMARY,
         mask.UPDATE,
         mask.ANSWER,
+        search_r1.ROLE,
     )
 }
 

@@ -12,7 +12,7 @@ Everything here is linear in the text length and never raises.
 from __future__ import annotations
 
 import re
-from collections.abc import Iterator
+from collections.abc import Iterator, Sequence
 from dataclasses import dataclass
 
 # A tag name starts with a letter, so "a < b" or "<3" in prose is not a tag.
@@ -87,3 +87,18 @@ def first_line(text: str) -> str:
 def strip_tags(text: str) -> str:
     """``text`` without anything that looks like a tag, whitespace folded."""
     return " ".join(_TAG.sub(" ", text).split()) if isinstance(text, str) else ""
+
+
+def reclose(text: str, stops: Sequence[str]) -> str:
+    """A reply that stopped on a closing tag, with that tag put back (backends drop the stop
+    string from the text, as OpenAI's API does): the tag whose opening is the last one left
+    unclosed. Text with no open block is returned as it is."""
+    best, at = "", -1
+    for stop in stops:
+        if not (stop.startswith("</") and stop.endswith(">")):
+            continue
+        opening = "<" + stop[2:]
+        i = text.rfind(opening)
+        if i > at and text.find(stop, i) < 0:
+            best, at = stop, i
+    return text + best

@@ -23,23 +23,21 @@ from collections.abc import Callable, Sequence
 from typing import Any
 
 from marag.config import RewardConfig
-from marag.metrics import f1_score
+from marag.methods import REGISTRY
+from marag.metrics import exact_match, f1_score
 from marag.roles.tags import numbered, scan
 from marag.types import Node, Step, Trace
 from marag.workflows.turns import jade_turns
 
 __all__ = [
     "PAPER_REWARDS", "final_f1", "final_rewards", "jade_rewards", "mao_arag_rewards",
-    "mao_arag_workflow_cost", "mask_rewards", "mmoa_rewards", "step_rewards",
+    "mao_arag_workflow_cost", "mask_rewards", "mmoa_rewards", "search_r1_rewards", "step_rewards",
 ]
 
 Rewards = list[float | None]
 
 # kind "auto": which paper's rewards a method's traces get
-AUTO_KIND = {
-    "jade": "jade", "mao-arag": "mao-arag", "mmoa-rag": "mmoa-rag", "m-ask": "m-ask",
-    "vanilla": "final", "llm-only": "final",
-}
+AUTO_KIND = {m.name: m.reward for m in REGISTRY}
 
 # the workflow MAO-ARAG's App. A names as its most expensive (its cost scales token cost to 1)
 MAO_COSTLIEST = ("QR", "DS", "AG", "AS")
@@ -232,11 +230,34 @@ def mask_rewards(trace: Trace, cfg: RewardConfig) -> Rewards:
     return out
 
 
+def search_r1_rewards(trace: Trace, cfg: RewardConfig) -> Rewards:
+    """Search-R1's outcome reward: exact match (0 or 1) of the extracted answer on the last
+    LLM step, 0 on every other call, no format term (the paper's reward; a trace that never
+    wrote an ``<answer>`` or failed gets 0)."""
+    if not trace.golden_answers:
+        raise ValueError(f"trace {trace.id!r} has no golden answers: it cannot be rewarded")
+    em = 0.0
+    if trace.status != "failed" and trace.answer is not None and _answered(trace):
+        em = float(exact_match(trace.answer, trace.golden_answers))
+    out: Rewards = [None if not s.is_llm else 0.0 for s in trace.steps]
+    last = _last_llm(trace.steps)
+    if last is not None:
+        out[last] = em
+    return out
+
+
+def _answered(trace: Trace) -> bool:
+    """Whether the last LLM step wrote its answer in the method's format."""
+    last = _last_llm(trace.steps)
+    return last is not None and trace.steps[last].valid
+
+
 PAPER_REWARDS: dict[str, Callable[[Trace, RewardConfig], Rewards]] = {
     "jade": jade_rewards,
     "mao-arag": mao_arag_rewards,
     "mmoa-rag": mmoa_rewards,
     "m-ask": mask_rewards,
+    "search-r1": search_r1_rewards,
     "final": final_rewards,
 }
 

@@ -47,6 +47,7 @@ import torch
 
 from marag.config import Config, SFTConfig
 from marag.llm.chat import prompt_ids, text_ids
+from marag.methods import REGISTRY
 from marag.roles.base import Role
 from marag.roles.prompt import content_words
 from marag.types import Question, Trace
@@ -179,7 +180,7 @@ async def examples_mmoa(questions: Sequence[Question], retriever: Any, config: C
 
 YES_NO = frozenset({"yes", "no"})
 # methods whose AG reads the top ``method.top_k`` documents retrieved with the question
-ANSWER_RECIPE_METHODS = ("jade", "mao-arag", "vanilla")
+ANSWER_RECIPE_METHODS = tuple(m.name for m in REGISTRY if "answers" in m.sft_recipes)
 
 
 def check_answer_method(method: str) -> None:

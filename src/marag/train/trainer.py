@@ -31,6 +31,7 @@ from typing import Any
 import torch
 
 from marag.config import Config, ConfigError
+from marag.methods import REGISTRY
 from marag.train import advantages as adv_mod
 from marag.train import checkpoint as ckpt
 from marag.train import core, sync
@@ -54,25 +55,10 @@ from marag.workflows.engine import derive_seed
 
 log = logging.getLogger(__name__)
 
-_PLANNER_TEAM = ("planner", "QR", "QDS", "QDP", "DS", "AG", "AS")
-# Every LLM role each method can run.
-METHOD_ROLES: dict[str, tuple[str, ...]] = {
-    "jade": _PLANNER_TEAM,
-    "mao-arag": _PLANNER_TEAM,
-    "mmoa-rag": ("mmoa.QR", "DS", "AG"),
-    "m-ask": ("mask.plan", "mask.search", "mask.summary", "mask.update", "mask.answer"),
-    "vanilla": ("AG",),
-    "llm-only": ("AG",),
-}
-# The roles each method trains by default (train.roles empty): the papers' choices.
-DEFAULT_ROLES: dict[str, tuple[str, ...]] = {
-    "jade": _PLANNER_TEAM,
-    "mao-arag": ("planner",),
-    "mmoa-rag": ("mmoa.QR", "DS", "AG"),
-    "m-ask": ("mask.plan", "mask.search", "mask.summary", "mask.update", "mask.answer"),
-    "vanilla": ("AG",),
-    "llm-only": ("AG",),
-}
+# Every LLM role each method can run, and the roles it trains by default (train.roles
+# empty): the papers' choices, from the method registry.
+METHOD_ROLES: dict[str, tuple[str, ...]] = {m.name: m.roles for m in REGISTRY}
+DEFAULT_ROLES: dict[str, tuple[str, ...]] = {m.name: m.trained for m in REGISTRY}
 
 
 def trained_roles(config: Config) -> list[str]:

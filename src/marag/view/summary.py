@@ -26,6 +26,9 @@ def step_summary(step: Step) -> str:
         return f"{pairs} ⇒ {v.get('answer', '')}"
     if step.role == "mask.search" and isinstance(v, dict):
         return "<end>" if v.get("end") else f"search: {v.get('query', '')}"
+    if step.role == "search-r1" and isinstance(v, dict):
+        action = v.get("action")
+        return f"{action}: {v.get('content', '')}" if action else "(no action)"
     if step.role == "mask.update" and isinstance(v, dict):
         return f"{v.get('op', '?')} t{v.get('index', '?')}"
     return str(v) if v not in (None, "") else "(empty)"

@@ -54,7 +54,7 @@ def render_trace(trace: Trace, *, color: bool = False, width: int = 90) -> str:
     lines.append(summary)
     if trace.metrics:
         lines.append("metrics: " + " ".join(f"{k}={v:.3f}" for k, v in trace.metrics.items()))
-    show_turn = trace.method == "m-ask"
+    show_turn = trace.method in ("m-ask", "search-r1")
     lay = layout(trace.nodes, trace.steps)
 
     def steps(indices: list[int], indent: str) -> None:

@@ -1,29 +1,30 @@
-"""The six methods and the entry point that runs one of them on one question.
+"""The registered methods and the entry point that runs one of them on one question.
 
-``METHODS[name]`` is ``async def run(question: Question, ctx: Context) -> Trace``; like
-:func:`run_method` it never raises for a per-question failure (the Trace says
+``METHODS[name]`` is ``async def run(question: Question, ctx: Context) -> Trace``, built from
+the method's record in :mod:`marag.methods` (its body is ``module:function`` under this
+package); like :func:`run_method` it never raises for a per-question failure (the Trace says
 ``status="failed"`` with the error). Many questions may run concurrently in one event loop.
 """
 
 from __future__ import annotations
 
-from marag.config import METHOD_NAMES
-from marag.types import Question, Trace
-from marag.workflows.engine import Context, Method, Run, execute, method
-from marag.workflows.mask import mask
-from marag.workflows.planner import jade, mao_arag
-from marag.workflows.static import llm_only, mmoa, vanilla
+import importlib
 
-# The body of each method, in the order of config.METHOD_NAMES (llm-only, vanilla, mmoa-rag,
-# mao-arag, jade, m-ask): jade and mao-arag share the planner loop (MAO-ARAG's planner also
-# takes the AS turn) and differ in what is trained.
-_BODIES = (llm_only, vanilla, mmoa, mao_arag, jade, mask)
-METHODS: dict[str, Method] = {
-    name: method(name, body) for name, body in zip(METHOD_NAMES, _BODIES, strict=True)
-}
+from marag.methods import REGISTRY
+from marag.types import Question, Trace
+from marag.workflows.engine import Body, Context, Method, Run, execute, method
+
+
+def _body(ref: str) -> Body:
+    module, _, name = ref.partition(":")
+    body: Body = getattr(importlib.import_module(f"marag.workflows.{module}"), name)
+    return body
+
+
+METHODS: dict[str, Method] = {m.name: method(m.name, _body(m.body)) for m in REGISTRY}
 
 # Which methods need a retriever (llm-only never searches).
-RETRIEVES = {name: body is not llm_only for name, body in zip(METHOD_NAMES, _BODIES, strict=True)}
+RETRIEVES = {m.name: m.retrieves for m in REGISTRY}
 
 
 async def run_method(name: str, question: Question, ctx: Context, sample: int = 0) -> Trace:

@@ -29,6 +29,7 @@ from marag.llm.pricing import charge, find_price
 from marag.metrics import score_trace
 from marag.retrieval.base import RetrievalError, Retriever
 from marag.roles.base import Parsed, Role
+from marag.roles.tags import reclose
 from marag.types import EMPTY_QUESTION, Hits, Node, Question, Step, Trace, is_blank
 from marag.workflows.turns import paper_turns
 
@@ -289,7 +290,10 @@ class Run:
         if len(out) != 1:
             raise LLMError(f"backend '{route.backend}' returned {len(out)} completions for 1 prompt")
         c = out[0]
-        parsed = route.role.read(prefix + c.text, inputs)
+        raw = c.text
+        if route.role.closes_stop and c.finish_reason == "stop":
+            raw = reclose(raw, route.role.stop)
+        parsed = route.role.read(prefix + raw, inputs)
         if prefix and parsed.valid and c.finish_reason == "length":
             # the reply began inside the format; running out of tokens is leaving it unclosed
             parsed = Parsed(parsed.value, False, f"reply cut at {params.max_tokens} tokens "
@@ -297,7 +301,7 @@ class Run:
         model = c.model or route.llm.model
         step = Step(
             role=role_name, node_id=node_id, round=self.round if round is None else round,
-            messages=messages, raw=c.text, parsed=parsed.value, valid=parsed.valid,
+            messages=messages, raw=raw, parsed=parsed.value, valid=parsed.valid,
             reason=parsed.reason, prompt_tokens=c.prompt_tokens,
             completion_tokens=c.completion_tokens, prompt_token_ids=c.prompt_token_ids,
             token_ids=c.token_ids, logprobs=c.logprobs, latency=latency,

@@ -1,0 +1,75 @@
+"""Every method marag runs, one record each: the single place a method is registered.
+
+A record names the workflow body that answers a question (as ``module:function`` under
+``marag.workflows``, resolved there, so this ground-floor module imports nothing), the LLM
+roles the method runs, the roles ``marag train`` trains by default (the paper's choice), the
+reward kind ``train.rewards.kind: auto`` gives its traces, whether it needs a retriever,
+the ``marag sft --recipe`` recipes that build its warm start, how its trainable steps
+become training sequences, and the paper it comes from.
+
+Adding a method is one workflow file, one record here and one preset under ``configs/``;
+``tests/test_methods.py`` walks this table (every method answers on the scripted LLM, takes
+one training step on the tiny model, and has its row in docs/fidelity.md).
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Literal
+
+_PLANNER_TEAM = ("planner", "QR", "QDS", "QDP", "DS", "AG", "AS")
+_MASK_TEAM = ("mask.plan", "mask.search", "mask.summary", "mask.update", "mask.answer")
+
+
+@dataclass(frozen=True, slots=True)
+class MethodSpec:
+    name: str
+    summary: str  # one line: what runs at inference
+    body: str  # "module:function" under marag.workflows
+    roles: tuple[str, ...]  # every LLM role the method can run
+    trained: tuple[str, ...]  # roles trained when train.roles is empty
+    reward: str  # a kind of marag.train.rewards.PAPER_REWARDS
+    retrieves: bool = True
+    sft_recipes: tuple[str, ...] = ()  # marag sft --recipe values that fit the method
+    # "steps": every trainable LLM call is one training sequence (prompt -> reply);
+    # "trajectory": a trace's calls of one role form one sequence (prompt, then every reply
+    # and every observation between them), observations masked out of the loss (Search-R1)
+    sequences: Literal["steps", "trajectory"] = "steps"
+    paper: str = ""  # the paper whose algorithm it follows ("" for marag's own baselines)
+
+
+REGISTRY: tuple[MethodSpec, ...] = (
+    MethodSpec("llm-only", "AG answers from the model's own knowledge, no retrieval",
+               "static:llm_only", ("AG",), ("AG",), "final", retrieves=False,
+               paper="baseline (no retrieval)"),
+    MethodSpec("vanilla", "retrieve top-k for the question, then AG answers",
+               "static:vanilla", ("AG",), ("AG",), "final", sft_recipes=("answers",),
+               paper="baseline (standard RAG)"),
+    MethodSpec("mmoa-rag", "fixed pipeline: sub-question rewriting, retrieval (K=10 split), "
+               "selection, answer", "static:mmoa", ("mmoa.QR", "DS", "AG"),
+               ("mmoa.QR", "DS", "AG"), "mmoa-rag", sft_recipes=("mmoa",),
+               paper="MMOA-RAG (Chen et al., 2025)"),
+    MethodSpec("mao-arag", "the planner loop; executors may run on another backend",
+               "planner:mao_arag", _PLANNER_TEAM, ("planner",), "mao-arag",
+               sft_recipes=("answers",), paper="MAO-ARAG (Chen et al., 2025)"),
+    MethodSpec("jade", "a planner builds a workflow per (sub-)question; every role shares one "
+               "backbone", "planner:jade", _PLANNER_TEAM, _PLANNER_TEAM, "jade",
+               sft_recipes=("answers",), paper="JADE (2026)"),
+    MethodSpec("m-ask", "plan, then turns of search / summary / knowledge update, then answer",
+               "mask:mask", _MASK_TEAM, _MASK_TEAM, "m-ask", paper="M-ASK (2026)"),
+    MethodSpec("search-r1", "one LLM reasons in <think>, searches with <search>, reads "
+               "<information> and answers in <answer>", "search_r1:search_r1",
+               ("search-r1",), ("search-r1",), "search-r1", sequences="trajectory",
+               paper="Search-R1 (Jin et al., 2025)"),
+)
+
+METHODS: dict[str, MethodSpec] = {m.name: m for m in REGISTRY}
+METHOD_NAMES: tuple[str, ...] = tuple(METHODS)
+
+
+def get_method(name: str) -> MethodSpec:
+    """The record of method ``name``; a ValueError naming the known ones otherwise."""
+    try:
+        return METHODS[name]
+    except KeyError:
+        raise ValueError(f"unknown method {name!r}; choose from {sorted(METHODS)}") from None
