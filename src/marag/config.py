@@ -259,11 +259,17 @@ class TrainConfig(Section):
     # how rewards become advantages (marag.train.advantages): turn-gae (one value per step,
     # GAE over a trace's steps: a final reward reaches the planner), gae (token-level GAE
     # over a trace's steps laid end to end), per-step (each step its own episode: per-turn /
-    # per-agent credit), grpo (trace return against its question's group, no critic)
-    estimator: Literal["turn-gae", "gae", "per-step", "grpo"] = "turn-gae"
+    # per-agent credit), grpo (trace return
+    # against its question's group, no critic), rloo (against the mean of the group's other
+    # samples, no critic)
+    estimator: Literal["turn-gae", "gae", "per-step", "grpo", "rloo"] = "turn-gae"
     gamma: float = Field(1.0, ge=0, le=1)
     lam: float = Field(1.0, ge=0, le=1)
-    scale_rewards: Literal["group", "none"] = "group"  # grpo: divide by the group's std
+    # grpo: divide by the group's std (none: Dr. GRPO's unscaled advantages)
+    scale_rewards: Literal["group", "none"] = "group"
+    # drop the questions whose samples all earned the same return before the update (DAPO's
+    # dynamic sampling, without refilling the batch): a group baseline gives them advantage 0
+    drop_flat_groups: bool = False
     ppo_epochs: int = Field(1, ge=1)
     minibatch_size: int = Field(8, ge=1)  # transitions per optimiser step (all processes)
     micro_batch_size: int = Field(4, ge=1)  # transitions per forward+backward pass
@@ -284,6 +290,8 @@ class TrainConfig(Section):
     weight_decay: float = Field(0.0, ge=0)
     warmup_iterations: int = Field(0, ge=0)
     clip: float = Field(0.2, gt=0)
+    # DAPO's clip-higher: the upper bound of the ratio clip, 1 + clip_high (None: clip)
+    clip_high: float | None = Field(None, gt=0)
     clip_ratio_c: float | None = Field(3.0, gt=1)  # dual clip for negative advantages
     value_clip: float | None = Field(0.2, gt=0)  # None: unclipped value loss
     vf_coef: float = Field(0.5, ge=0)
@@ -291,8 +299,12 @@ class TrainConfig(Section):
     # adapter too; detached: the value head reads them with the gradient stopped
     critic: Literal["shared", "detached"] = "shared"
     entropy_coef: float = Field(0.0, ge=0)
-    # token-mean: every token weighs the same; seq-mean-token-mean: every step weighs the same
-    loss_agg: Literal["token-mean", "seq-mean-token-mean"] = "token-mean"
+    # token-mean: every token weighs the same; seq-mean-token-mean: every step weighs the same;
+    # seq-mean-token-sum-norm: each sequence's token sum over the constant loss_norm_tokens
+    # (Dr. GRPO: no division by each reply's own length)
+    loss_agg: Literal["token-mean", "seq-mean-token-mean",
+                      "seq-mean-token-sum-norm"] = "token-mean"
+    loss_norm_tokens: int = Field(512, ge=1)
     kl_coef: float = Field(0.02, ge=0)
     # k1 in the reward, or k3 as a loss term (grpo needs loss: its returns are normalised)
     kl_mode: Literal["reward", "loss"] = "reward"

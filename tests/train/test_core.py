@@ -249,3 +249,23 @@ def test_the_kl_coefficient_stays_within_its_bounds():
     for _ in range(50):
         ctl.update(0.0, 64)
     assert ctl.coef == 0.06
+
+
+def test_clip_higher_lets_a_rising_token_go_further():
+    from marag.train.core import policy_loss
+
+    logp, old = torch.log(torch.tensor([[1.26]])), torch.zeros(1, 1)
+    adv, mask = torch.ones(1, 1), torch.ones(1, 1)
+    sym, _ = policy_loss(logp, old, adv, mask, 0.2, clip_ratio_c=None)
+    high, _ = policy_loss(logp, old, adv, mask, 0.2, clip_ratio_c=None, clip_high=0.28)
+    assert float(sym) == pytest.approx(-1.2) and float(high) == pytest.approx(-1.26)
+
+
+def test_dr_grpo_aggregation_divides_by_a_constant_not_the_length():
+    from marag.train.core import aggregate
+
+    x = torch.tensor([[1.0, 1.0, 1.0, 1.0], [0.0, 0.0, 2.0, 2.0]])
+    mask = torch.tensor([[1.0, 1.0, 1.0, 1.0], [0.0, 0.0, 1.0, 1.0]])
+    # sums 4 and 4, over the constant 8, mean over the 2 sequences
+    assert float(aggregate(x, mask, "seq-mean-token-sum-norm", norm_tokens=8)) == 0.5
+    assert float(aggregate(x, mask, "seq-mean-token-mean")) == 1.5

@@ -70,3 +70,39 @@ def test_batch_right_aligns_responses():
     assert b.mask.tolist() == [[0.0, 1.0, 1.0], [1.0, 1.0, 1.0]]
     assert b.input_ids[0].tolist() == [0, 1, 2, 3, 10, 11]  # left-padded prompt + response
     assert b.attention_mask[0].tolist() == [0, 1, 1, 1, 1, 1]
+
+
+def test_rloo_baseline_is_the_mean_of_the_other_samples():
+    traces = [_trace("a", s, [("AG", r)]) for s, r in enumerate([1.0, 0.0, 0.5])]
+    traces.append(_trace("b", 0, [("AG", 0.7)]))
+    trans = _filled(collect([t for t, _ in traces], [r for _, r in traces], ["AG"]))
+    advantages.compute(trans, "rloo", gamma=1.0, lam=1.0, kl_coef=0.0, kl_in_reward=False)
+    got = [float(x.advantages[0]) for x in trans]
+    assert got == pytest.approx([1.0 - 0.25, 0.0 - 0.75, 0.5 - 0.5, 0.0])
+
+
+def test_dr_grpo_leaves_the_group_std_out():
+    a0, r0 = _trace("a", 0, [("AG", 1.0)])
+    a1, r1 = _trace("a", 1, [("AG", 0.5)])
+    trans = _filled(collect([a0, a1], [r0, r1], ["AG"]))
+    advantages.compute(trans, "grpo", gamma=1.0, lam=1.0, kl_coef=0.0, kl_in_reward=False,
+                       scale_rewards="none")
+    assert [float(x.advantages[0]) for x in trans] == pytest.approx([0.25, -0.25])
+
+
+def test_flat_groups_are_the_questions_without_reward_spread():
+    traces = [_trace("a", 0, [("AG", 1.0)]), _trace("a", 1, [("AG", 1.0)]),
+              _trace("b", 0, [("AG", 0.0)]), _trace("b", 1, [("AG", 1.0)]),
+              _trace("c", 0, [("AG", 0.3)])]
+    trans = collect([t for t, _ in traces], [r for _, r in traces], ["AG"])
+    assert advantages.flat_groups(trans) == {0, 2}  # "a" all equal, "c" alone
+
+
+def test_explained_variance_of_the_critic():
+    t, r = _trace("a", 0, [("AG", 1.0)])
+    [x] = collect([t], [r], ["AG"])
+    x.returns = torch.tensor([1.0, 0.0])
+    x.values = torch.tensor([1.0, 0.0])
+    assert advantages.explained_variance([x]) == pytest.approx(1.0)
+    x.values = torch.tensor([0.0, 1.0])  # worse than predicting the mean
+    assert advantages.explained_variance([x]) < 0

@@ -25,6 +25,7 @@ QUESTIONS = [Question("q1", "What is the capital of France?", ["Paris"]),
 TINY = ["train.iterations=1", "train.questions_per_iteration=1", "train.samples_per_question=2",
         "train.concurrency=2", "train.micro_batch_size=4", "train.lora.r=4",
         "train.lora.target_modules=[q_proj,v_proj]", "method.max_tokens.default=8",
+        "method.max_tokens.search-r1=8", "method.search_turns=1",
         "method.max_rounds=2", "method.max_turns=1", "method.candidates=3"]
 
 

@@ -460,3 +460,24 @@ async def test_mask_rewards_on_a_recorded_inference_trace():
         0.5, None, 0.5, 0.5,
         0.0, 1.0,
     ])
+
+
+def test_search_r1_reward_is_exact_match_on_the_last_call():
+    from marag.train.rewards import search_r1_rewards
+
+    def trace(answer, valid=True, status="ok"):
+        steps = [Step(role="search-r1", messages=[{"role": "user", "content": "q"}],
+                      raw="<search>x</search>", parsed={"action": "search", "content": "x"}),
+                 Step(role="R", raw="x"),
+                 Step(role="search-r1", messages=[{"role": "user", "content": "q"}],
+                      raw=f"<answer>{answer}</answer>", valid=valid,
+                      parsed={"action": "answer", "content": answer})]
+        return Trace(id="q", question="q", method="search-r1", steps=steps, answer=answer,
+                     golden_answers=["William Shakespeare"], status=status)
+
+    cfg = RewardConfig()
+    assert search_r1_rewards(trace("william shakespeare"), cfg) == [0.0, None, 1.0]
+    assert search_r1_rewards(trace("Shakespeare"), cfg) == [0.0, None, 0.0]  # EM, not F1
+    assert search_r1_rewards(trace("William Shakespeare", valid=False), cfg)[-1] == 0.0
+    assert search_r1_rewards(trace("William Shakespeare", status="failed"), cfg)[-1] == 0.0
+    assert step_rewards(trace("William Shakespeare"), cfg)[-1] == 1.0  # kind auto

@@ -16,8 +16,14 @@ Four estimators (``train.estimator``):
   turn-level rewards are already differences).
 * ``grpo``: no critic; every step of a trace gets the trace's *task* return (the sum of its
   steps' rewards, without any KL term) minus the mean return of its question's group,
-  divided by that group's std unless ``scale_rewards`` is ``none``. The KL to the reference
-  then goes into the loss (the trainer refuses ``kl_mode: reward`` with grpo).
+  divided by that group's std unless ``scale_rewards`` is ``none`` (Dr. GRPO). The KL to
+  the reference then goes into the loss (the trainer refuses ``kl_mode: reward`` with grpo).
+* ``rloo``: no critic; the trace's task return minus the mean return of the *other*
+  samples of its question (REINFORCE leave-one-out), never scaled.
+
+A transition with a ``loss_mask`` (a multi-turn trajectory as one sequence) has
+observation tokens inside its response: they carry no reward or KL, and ``gae`` runs over
+the model's own tokens only, as if the observations were not there.
 
 Turn-level estimators (``turn-gae``, ``per-step``) set ``Transition.value_mask`` to the
 step's first response position: that is where its value was read, and the only position
@@ -33,7 +39,8 @@ import torch
 from marag.train import core
 from marag.train.experience import Transition, by_trace
 
-ESTIMATORS = ("turn-gae", "gae", "per-step", "grpo")
+ESTIMATORS = ("turn-gae", "gae", "per-step", "grpo", "rloo")
+CRITIC_FREE = frozenset({"grpo", "rloo"})
 
 
 def token_rewards(t: Transition, kl_coef: float, kl_in_reward: bool) -> torch.Tensor:
@@ -43,27 +50,40 @@ def token_rewards(t: Transition, kl_coef: float, kl_in_reward: bool) -> torch.Te
     if kl_in_reward and kl_coef:
         assert t.old_logprobs is not None and t.ref_logprobs is not None
         r -= kl_coef * core.kl_k1(t.old_logprobs, t.ref_logprobs)
+        if t.loss_mask is not None:
+            r *= torch.tensor(t.loss_mask, dtype=r.dtype)
     r[-1] += t.reward
     return r
+
+
+def _trained(t: Transition) -> torch.Tensor:
+    """Bool [len(response)]: the positions that train (all but observations)."""
+    if t.loss_mask is None:
+        return torch.ones(len(t.response_ids), dtype=torch.bool)
+    return torch.tensor(t.loss_mask, dtype=torch.bool)
 
 
 def compute(transitions: Sequence[Transition], estimator: str, *, gamma: float, lam: float,
             kl_coef: float, kl_in_reward: bool, scale_rewards: str = "group") -> None:
     """Fill ``advantages`` and ``returns`` (and ``value_mask`` for the turn-level
     estimators) of every transition; not yet whitened."""
-    if estimator == "grpo":
+    if estimator in CRITIC_FREE:
         if kl_in_reward and kl_coef:
-            raise ValueError("grpo normalises returns per group: the KL penalty must go into "
-                             "the loss (kl_mode: loss), not into the reward")
-        _grpo(transitions, scale_rewards)
+            raise ValueError(f"{estimator} compares returns within a group: the KL penalty "
+                             "must go into the loss (kl_mode: loss), not into the reward")
+        _group_baseline(transitions, estimator, scale_rewards)
         return
     rewards = {id(t): token_rewards(t, kl_coef, kl_in_reward) for t in transitions}
     if estimator == "gae":
         for steps in by_trace(transitions):
-            adv, ret = core.chained_gae([rewards[id(t)] for t in steps],
-                                        [_values(t) for t in steps], gamma, lam)
-            for t, a, r in zip(steps, adv, ret):
-                t.advantages, t.returns, t.value_mask = a, r, None
+            keep = [_trained(t) for t in steps]
+            adv, ret = core.chained_gae([rewards[id(t)][k] for t, k in zip(steps, keep)],
+                                        [_values(t)[k] for t, k in zip(steps, keep)],
+                                        gamma, lam)
+            for t, k, a, r in zip(steps, keep, adv, ret):
+                full_a, full_r = torch.zeros(len(t.response_ids)), torch.zeros(len(t.response_ids))
+                full_a[k], full_r[k] = a, r
+                t.advantages, t.returns, t.value_mask = full_a, full_r, None
     elif estimator in ("turn-gae", "per-step"):
         episodes = (by_trace(transitions) if estimator == "turn-gae"
                     else [[t] for t in transitions])
@@ -81,21 +101,51 @@ def compute(transitions: Sequence[Transition], estimator: str, *, gamma: float, 
         raise ValueError(f"unknown estimator {estimator!r}; known: {list(ESTIMATORS)}")
 
 
-def _grpo(transitions: Sequence[Transition], scale_rewards: str) -> None:
+def _group_baseline(transitions: Sequence[Transition], estimator: str,
+                    scale_rewards: str) -> None:
     traces = by_trace(transitions)
     returns = torch.tensor([sum(t.reward for t in steps) for steps in traces],
                            dtype=torch.float64)
-    mean, std = core.group_advantages(returns, [steps[0].group for steps in traces])
-    for i, steps in enumerate(traces):
-        a = float(returns[i] - mean[i])
-        if scale_rewards == "group":
-            a /= float(std[i])
-        elif scale_rewards != "none":
+    groups = [steps[0].group for steps in traces]
+    if estimator == "rloo":
+        base, scale = core.leave_one_out(returns, groups), torch.ones_like(returns)
+    else:
+        base, scale = core.group_advantages(returns, groups)
+        if scale_rewards == "none":
+            scale = torch.ones_like(returns)
+        elif scale_rewards != "group":
             raise ValueError(f"unknown scale_rewards {scale_rewards!r}")
+    for i, steps in enumerate(traces):
+        a = float(returns[i] - base[i]) / float(scale[i])
         for t in steps:
             t.advantages = torch.full((len(t.response_ids),), a)
             t.returns = torch.full((len(t.response_ids),), float(returns[i]))
             t.value_mask = None
+
+
+def flat_groups(transitions: Sequence[Transition]) -> set[int]:
+    """The groups (questions) whose samples all earned the same return: a group baseline
+    gives each of them advantage 0, so they add cost and no signal (DAPO's dynamic sampling
+    drops them). A group of one sample is flat."""
+    returns: dict[int, set[float]] = {}
+    for steps in by_trace(transitions):
+        returns.setdefault(steps[0].group, set()).add(round(sum(t.reward for t in steps), 9))
+    return {g for g, r in returns.items() if len(r) == 1}
+
+
+def explained_variance(transitions: Sequence[Transition]) -> float:
+    """The critic's explained variance over the positions its loss trains (NaN when no
+    transition has values and returns, or the returns do not vary)."""
+    vals, rets = [], []
+    for t in transitions:
+        if t.values is None or t.returns is None:
+            continue
+        where = _trained(t) if t.value_mask is None else t.value_mask.bool()
+        vals.append(t.values[where])
+        rets.append(t.returns[where])
+    if not vals:
+        return float("nan")
+    return core.explained_variance(torch.cat(vals), torch.cat(rets))
 
 
 def _values(t: Transition) -> torch.Tensor:

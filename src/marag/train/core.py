@@ -90,6 +90,30 @@ def group_advantages(returns: torch.Tensor, groups: Sequence[int] | torch.Tensor
     return mean, std
 
 
+def leave_one_out(returns: torch.Tensor, groups: Sequence[int] | torch.Tensor
+                  ) -> torch.Tensor:
+    """RLOO's baseline: for each element, the mean return of the *other* samples of its
+    group (a group of one gets its own return: zero advantage)."""
+    g = torch.as_tensor(groups)
+    base = torch.empty_like(returns)
+    for key in torch.unique(g):
+        idx = g == key
+        vals = returns[idx]
+        n = vals.numel()
+        base[idx] = (vals.sum() - vals) / (n - 1) if n > 1 else vals
+    return base
+
+
+def explained_variance(values: torch.Tensor, returns: torch.Tensor) -> float:
+    """``1 - Var(returns - values) / Var(returns)``: 1 for a perfect critic, 0 for one no
+    better than the mean, below 0 for one worse than predicting the mean (its advantages
+    are then noisier than none). NaN when the returns do not vary."""
+    var = float(returns.var(unbiased=False)) if returns.numel() else 0.0
+    if var == 0.0:
+        return float("nan")
+    return 1.0 - float((returns - values).var(unbiased=False)) / var
+
+
 def kl_k1(logp: torch.Tensor, ref_logp: torch.Tensor) -> torch.Tensor:
     """Per-token estimate ``log pi - log ref`` (its expectation is KL(pi || ref))."""
     return logp - ref_logp
@@ -111,16 +135,25 @@ def kl_k3(logp: torch.Tensor, ref_logp: torch.Tensor) -> torch.Tensor:
 
 
 def aggregate(x: torch.Tensor, mask: torch.Tensor, mode: str,
-              denom: float | torch.Tensor | None = None) -> torch.Tensor:
+              denom: float | torch.Tensor | None = None, norm_tokens: int = 1) -> torch.Tensor:
     """Reduce per-token losses ``x`` [B, T] to a scalar.
 
     * ``token-mean``: every token of the batch weighs the same (a 128-token reply counts 128
       times a 6-token plan); ``denom`` is the global token count.
     * ``seq-mean-token-mean``: each sequence's token mean, then the mean over sequences, so
       every step weighs the same whatever its length; ``denom`` is the global sequence count.
+    * ``seq-mean-token-sum-norm``: each sequence's token *sum* divided by the constant
+      ``norm_tokens``, then the mean over sequences (Dr. GRPO: no per-length normalisation,
+      so a long wrong answer is not penalised less per token than a short one); ``denom``
+      is the global sequence count.
     """
     if mode == "token-mean":
         return masked_mean(x, mask, denom)
+    if mode == "seq-mean-token-sum-norm":
+        total = torch.where(mask.bool(), x, torch.zeros_like(x)).sum() / float(norm_tokens)
+        if denom is None:
+            denom = (mask.sum(-1) > 0).sum().clamp(min=1)
+        return total / denom
     if mode == "seq-mean-token-mean":
         m = mask.bool()
         per_seq = torch.where(m, x, torch.zeros_like(x)).sum(-1) / mask.sum(-1).clamp(min=1)
@@ -133,9 +166,13 @@ def aggregate(x: torch.Tensor, mask: torch.Tensor, mode: str,
 
 def policy_loss(logp: torch.Tensor, old_logp: torch.Tensor, adv: torch.Tensor,
                 mask: torch.Tensor, clip: float, denom: float | torch.Tensor | None = None,
-                *, clip_ratio_c: float | None = None, agg: str = "token-mean"
+                *, clip_ratio_c: float | None = None, agg: str = "token-mean",
+                clip_high: float | None = None, norm_tokens: int = 1,
                 ) -> tuple[torch.Tensor, dict[str, torch.Tensor]]:
-    """Clipped surrogate ``-min(rho A, clip(rho, 1-eps, 1+eps) A)``, aggregated by ``agg``.
+    """Clipped surrogate ``-min(rho A, clip(rho, 1-eps, 1+eps_high) A)``, aggregated by ``agg``.
+
+    ``clip_high`` (None: ``clip``) is DAPO's decoupled upper bound: a larger one lets a
+    token whose probability was low rise further before the clip holds it (clip-higher).
 
     The log-ratio is clamped to +-20 before ``exp``. ``clip_ratio_c`` (> 1) is the dual clip
     of Ye et al. (2020): for negative advantages the loss is at most ``-A * c``, so one token
@@ -148,7 +185,8 @@ def policy_loss(logp: torch.Tensor, old_logp: torch.Tensor, adv: torch.Tensor,
     log_ratio = torch.clamp(logp - old_logp, -LOG_RATIO_MAX, LOG_RATIO_MAX)
     ratio = torch.exp(log_ratio)
     unclipped = -adv * ratio
-    clipped = -adv * torch.clamp(ratio, 1.0 - clip, 1.0 + clip)
+    clipped = -adv * torch.clamp(ratio, 1.0 - clip, 1.0 + (clip if clip_high is None
+                                                           else clip_high))
     per_token = torch.maximum(unclipped, clipped)
     held = torch.zeros_like(per_token, dtype=torch.bool)
     if clip_ratio_c is not None:
@@ -157,7 +195,7 @@ def policy_loss(logp: torch.Tensor, old_logp: torch.Tensor, adv: torch.Tensor,
         cap = -adv * clip_ratio_c
         held = (adv < 0) & (per_token > cap)
         per_token = torch.where(adv < 0, torch.minimum(per_token, cap), per_token)
-    loss = aggregate(per_token, mask, agg, denom)
+    loss = aggregate(per_token, mask, agg, denom, norm_tokens)
     with torch.no_grad():
         stats = {
             "clipfrac": masked_mean((clipped > unclipped).float(), mask),

@@ -41,11 +41,20 @@ class Transition:
     # where the value loss applies (None: every response token; the turn-level estimators
     # train the one value per step, read at its first response position)
     value_mask: torch.Tensor | None = None
+    # 1 on the response tokens the model wrote, 0 on observations inside the response (a
+    # multi-turn trajectory as one sequence: ``train.trajectory``); None: every token trains
+    loss_mask: list[int] | None = None
+    step: int = -1  # index of the step in its trace (the last one, for a trajectory)
 
     @property
     def length(self) -> int:
         """Tokens the forward pass runs over: prompt and response."""
         return len(self.prompt_ids) + len(self.response_ids)
+
+    @property
+    def trained_tokens(self) -> int:
+        """Response tokens that take part in the loss."""
+        return len(self.response_ids) if self.loss_mask is None else sum(self.loss_mask)
 
 
 def collect(traces: Sequence[Trace], rewards: Sequence[Sequence[float | None]],
@@ -67,7 +76,7 @@ def collect(traces: Sequence[Trace], rewards: Sequence[Sequence[float | None]],
         group = groups.setdefault(trace.id, len(groups))
         order = 0
         last: Transition | None = None
-        for step, reward in zip(trace.steps, step_rewards):
+        for si, (step, reward) in enumerate(zip(trace.steps, step_rewards)):
             if not step.is_llm or step.role not in train_roles:
                 if reward and last is not None:
                     last.reward += float(reward)
@@ -86,7 +95,7 @@ def collect(traces: Sequence[Trace], rewards: Sequence[Sequence[float | None]],
                 # the decoder's logprobs are under the sampling temperature (1 when greedy)
                 temperature=temp if temp > 0 else 1.0,
                 allowed_text=tuple(sampling.get("allowed_text") or ()),
-                reward=float(reward or 0.0),
+                reward=float(reward or 0.0), step=si,
             )
             out.append(last)
             order += 1
@@ -153,6 +162,9 @@ def batch(items: Sequence[Transition], pad_id: int, device: torch.device | str =
     keep = max(len(t.response_ids) for t in items)
     ids, attn = padded(seqs, width, pad_id)
     resp, mask = padded([t.response_ids for t in items], keep, pad_id)
+    for i, t in enumerate(items):
+        if t.loss_mask is not None:  # observations inside the response train nothing
+            mask[i, keep - len(t.loss_mask):] = torch.tensor(t.loss_mask, dtype=mask.dtype)
     temps = torch.tensor([t.temperature for t in items], dtype=torch.float32)
     return Batch(ids.to(device), attn.to(device), resp.to(device), mask.float().to(device),
                  temps.to(device), keep)

@@ -26,6 +26,7 @@ import torch
 
 from marag.config import TrainConfig
 from marag.train import core
+from marag.train.advantages import CRITIC_FREE
 from marag.train.errors import TrainError
 from marag.train.experience import Batch, Transition, batch, right_aligned, shared_batch
 from marag.train.policy import PolicyValue, ReferenceLM, token_stats, trainable_parameters
@@ -288,7 +289,7 @@ class Learner:
         cfg = self.cfg
         b = self._batch(items)
         allowed = [self.allowed(t) for t in items]
-        critic = cfg.estimator != "grpo" and cfg.vf_coef > 0
+        critic = cfg.estimator not in CRITIC_FREE and cfg.vf_coef > 0
         logp, ent, values = token_stats(self.module, b, allowed, entropy=True)
         assert values is not None and ent is not None
         width = b.keep
@@ -301,13 +302,14 @@ class Learner:
         denom = max(totals[0], 1.0) / world
         agg = cfg.loss_agg
         old, advs = cols("old_logprobs"), cols("advantages")
-        pg, pstats = core.policy_loss(logp, old, advs, mask, cfg.clip, denom,
-                                      clip_ratio_c=cfg.clip_ratio_c, agg=agg)
+        shape = {"clip_ratio_c": cfg.clip_ratio_c, "agg": agg, "clip_high": cfg.clip_high,
+                 "norm_tokens": cfg.loss_norm_tokens}
+        pg, pstats = core.policy_loss(logp, old, advs, mask, cfg.clip, denom, **shape)
         loss = pg
         out: dict[str, float] = {}
         with torch.no_grad():  # logged: this micro-batch's plain means
             out["pg_loss"] = float(core.policy_loss(logp, old, advs, b.mask, cfg.clip,
-                                                    clip_ratio_c=cfg.clip_ratio_c, agg=agg)[0])
+                                                    **shape)[0])
         out.update({k: float(v) for k, v in pstats.items()})
         if critic:
             vmask = right_aligned([t.value_mask if t.value_mask is not None
@@ -326,12 +328,14 @@ class Learner:
         else:
             loss = loss + 0.0 * values.sum()  # keep the value head in the graph (DDP)
         if cfg.entropy_coef > 0:
-            loss = loss - cfg.entropy_coef * core.aggregate(ent, mask, agg, denom)
+            loss = loss - cfg.entropy_coef * core.aggregate(ent, mask, agg, denom,
+                                                            cfg.loss_norm_tokens)
         out["entropy"] = float(core.masked_mean(ent.detach(), b.mask))
         if self.uses_kl:
             kl3 = core.kl_k3(logp, cols("ref_logprobs"))
             if cfg.kl_mode == "loss" and self.kl_coef > 0:
-                loss = loss + self.kl_coef * core.aggregate(kl3, mask, agg, denom)
+                loss = loss + self.kl_coef * core.aggregate(kl3, mask, agg, denom,
+                                                            cfg.loss_norm_tokens)
             out["kl_k3"] = float(core.masked_mean(kl3.detach(), b.mask))
         return loss, out
 
@@ -359,12 +363,12 @@ class Learner:
 def loss_units(items: Sequence[Transition], agg: str) -> float:
     """What the policy loss of ``items`` is a mean over: tokens or sequences."""
     if agg == "token-mean":
-        return float(sum(len(t.response_ids) for t in items))
+        return float(sum(t.trained_tokens for t in items))
     return float(len(items))
 
 
 def value_positions(items: Sequence[Transition]) -> float:
-    return float(sum(len(t.response_ids) if t.value_mask is None else float(t.value_mask.sum())
+    return float(sum(t.trained_tokens if t.value_mask is None else float(t.value_mask.sum())
                      for t in items))
 
 

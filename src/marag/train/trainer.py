@@ -31,7 +31,7 @@ from typing import Any
 import torch
 
 from marag.config import Config, ConfigError
-from marag.methods import REGISTRY
+from marag.methods import REGISTRY, get_method
 from marag.train import advantages as adv_mod
 from marag.train import checkpoint as ckpt
 from marag.train import core, sync
@@ -49,6 +49,7 @@ from marag.train.policy import (
 )
 from marag.train.rewards import step_rewards
 from marag.train.timing import Phases
+from marag.train.trajectory import merge_trajectories
 from marag.types import Question, Trace, write_jsonl
 from marag.workflows import Context, run_method
 from marag.workflows.engine import derive_seed
@@ -323,9 +324,18 @@ class Trainer:
                 for step, r in zip(trace.steps, rs):
                     step.reward = r
             transitions = collect(traces, rewards, self.roles)
+            if get_method(self.config.method.name).sequences == "trajectory":
+                transitions = merge_trajectories(traces, transitions, self.tokenizer)
+
+            dropped = 0
+            if cfg.drop_flat_groups:
+                flat = adv_mod.flat_groups(transitions)
+                kept = [t for t in transitions if t.group not in flat]
+                dropped = len({t.group for t in transitions}) - len({t.group for t in kept})
+                transitions = kept
 
         with phase("logprobs"):
-            critic = cfg.estimator != "grpo"
+            critic = cfg.estimator not in adv_mod.CRITIC_FREE
             self.learner.score(transitions, values=critic,
                                old=cfg.old_logprobs == "recompute")
             gap = self._logprob_gap(transitions)
@@ -334,7 +344,12 @@ class Trainer:
             adv_mod.compute(transitions, cfg.estimator, gamma=cfg.gamma, lam=cfg.lam,
                             kl_coef=self.kl.coef, kl_in_reward=cfg.kl_mode == "reward",
                             scale_rewards=cfg.scale_rewards)
-            if cfg.whiten_advantages and cfg.estimator != "grpo":
+            explained = adv_mod.explained_variance(transitions) if critic else None
+            if explained is not None and explained < 0:
+                log.warning("iteration %d: the value head's explained variance is %.3f (< 0): "
+                            "its advantages are noisier than none; consider a critic-free "
+                            "estimator (grpo, rloo)", it + 1, explained)
+            if cfg.whiten_advantages and critic:
                 s, sq, n = adv_mod.whiten_stats(transitions)
                 adv_mod.apply_whitening(transitions, self._all_sum(s), self._all_sum(sq),
                                         self._all_sum(n))
@@ -355,6 +370,9 @@ class Trainer:
             self.kl.update(kl_now, int(self._all_sum(float(len(transitions)))))
         row = self._row(it, traces, transitions, stats, phase.seconds, kl_now) | used
         row["logprob_gap"] = gap
+        row["groups_dropped"] = dropped
+        if explained is not None:
+            row["value_explained_variance"] = explained
         if self.acc.is_main_process:
             self._save_rollouts(it, traces)
         return row
@@ -362,9 +380,15 @@ class Trainer:
     def _logprob_gap(self, transitions: Sequence[Transition]) -> float:
         """Mean |rollout logprob - the trainer's old logprob| per trained token, all
         processes: float noise when the rollouts came from the weights being trained."""
-        s = sum(float((torch.tensor(t.rollout_logprobs) - t.old_logprobs).abs().sum())
-                for t in transitions if t.old_logprobs is not None)
-        n = sum(len(t.response_ids) for t in transitions)
+        # a merged trajectory's earlier turns have no rollout logprobs (NaN): not compared
+        s = n = 0.0
+        for t in transitions:
+            if t.old_logprobs is None:
+                continue
+            known = ~torch.isnan(torch.tensor(t.rollout_logprobs))
+            diff = (torch.tensor(t.rollout_logprobs) - t.old_logprobs)[known]
+            s += float(diff.abs().sum())
+            n += float(known.sum())
         total, count = self._all_sum(s), self._all_sum(float(n))
         gap = total / count if count else 0.0
         limit = self.cfg.max_logprob_gap
@@ -381,9 +405,9 @@ class Trainer:
         nothing uses the KL)."""
         if not self.learner.uses_kl:
             return None
-        s = sum(float((t.old_logprobs - t.ref_logprobs).sum()) for t in transitions
-                if t.old_logprobs is not None and t.ref_logprobs is not None)
-        n = sum(len(t.response_ids) for t in transitions)
+        s = sum(float(((t.old_logprobs - t.ref_logprobs) * _trained(t)).sum())
+                for t in transitions if t.old_logprobs is not None and t.ref_logprobs is not None)
+        n = sum(t.trained_tokens for t in transitions)
         total, count = self._all_sum(s), self._all_sum(float(n))
         return total / count if count else 0.0
 
@@ -423,7 +447,7 @@ class Trainer:
         row.update({k: round(v, 6) for k, v in stats.items()})
         row.update({f"seconds.{k}": round(v, 3) for k, v in times.items()})
         row["seconds"] = round(sum(times.values()), 3)
-        row["trained_tokens"] = int(self._all_sum(float(sum(len(t.response_ids)
+        row["trained_tokens"] = int(self._all_sum(float(sum(t.trained_tokens
                                                             for t in transitions))))
         return row
 
@@ -508,15 +532,28 @@ class Trainer:
         return Path(dest)
 
 
+def _trained(t: Transition) -> torch.Tensor:
+    """1 on the response tokens that train, 0 on observations inside the response."""
+    n = len(t.response_ids)
+    return torch.ones(n) if t.loss_mask is None else torch.tensor(t.loss_mask, dtype=torch.float32)
+
+
 def check_settings(config: Config) -> None:
     """Settings that cannot train correctly together are refused with the fix."""
     cfg = config.train
-    if cfg.estimator == "grpo" and cfg.kl_mode == "reward" and (cfg.kl_coef or cfg.kl_target):
+    if (cfg.estimator in adv_mod.CRITIC_FREE and cfg.kl_mode == "reward"
+            and (cfg.kl_coef or cfg.kl_target)):
         raise TrainError(
-            "train.estimator grpo normalises each question's returns by its group: a KL "
-            "penalty in the reward would be normalised with them and decide the sign of "
+            f"train.estimator {cfg.estimator} compares each question's returns within its "
+            "group: a KL penalty in the reward would be normalised with them and decide the sign of "
             "the advantages. Set train.kl_mode: loss (k3 in the loss, as GRPO does) or "
             "train.kl_coef: 0")
+    if (cfg.old_logprobs == "rollout"
+            and get_method(config.method.name).sequences == "trajectory"):
+        raise TrainError(
+            f"train.old_logprobs rollout: {config.method.name} trains each trajectory as one "
+            "sequence whose earlier turns were re-tokenised, so the rollout has no logprobs "
+            "for them; use train.old_logprobs: recompute")
     if cfg.top_p < 1.0:
         log.warning("train.top_p %g: rollouts sample from the nucleus but the trainer scores "
                     "the full tempered distribution, so the updates are slightly off-policy; "
