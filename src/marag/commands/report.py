@@ -25,6 +25,14 @@ def register(sub: Any) -> None:
                         "10=runs/eval/ckpt10")
     t.add_argument("--out", default=None, help="folder for the PNGs (default: TRAIN_DIR/plots)")
     t.set_defaults(func=run_train)
+    st = sub.add_parser("report-stability", help="training stability across seeds (M-ASK's "
+                        "collapse count): smoothed F1 and format validity per seed, collapses "
+                        "marked; stability.png and stability.md")
+    st.add_argument("runs", nargs="+", metavar="METHOD=TRAIN_DIR",
+                    help="a marag train --out folder per seed, labelled by method, e.g. "
+                         "search-r1=runs/train/sr1/seed-0 m-ask=runs/train/mask/seed-0")
+    st.add_argument("--out", default="report-stability", help="folder for the figure and table")
+    st.set_defaults(func=run_stability)
 
 
 def run(args: argparse.Namespace) -> int:
@@ -61,5 +69,25 @@ def run_train(args: argparse.Namespace) -> int:
     except ValueError as e:
         print(f"marag report-train: {e}", file=sys.stderr)
         return 2
+    print("wrote " + ", ".join(str(f) for f in files))
+    return 0
+
+
+def run_stability(args: argparse.Namespace) -> int:
+    from marag.report.stability import load_seed_run, plot_stability, stability_table
+
+    groups: dict[str, list] = {}
+    for item in args.runs:
+        label, sep, path = item.partition("=")
+        if not sep or not label or not path:
+            print(f"marag report-stability: {item!r} is not METHOD=TRAIN_DIR", file=sys.stderr)
+            return 2
+        try:
+            groups.setdefault(label, []).append(load_seed_run(path))
+        except (ValueError, FileNotFoundError) as e:
+            print(f"marag report-stability: {e}", file=sys.stderr)
+            return 2
+    files = plot_stability(groups, args.out)
+    print(stability_table(groups))
     print("wrote " + ", ".join(str(f) for f in files))
     return 0

@@ -24,10 +24,22 @@ def register(sub: Any) -> None:
     p.add_argument("--force", action="store_true",
                    help="continue a run whose saved config differs (e.g. keys a newer marag "
                         "added); the last checkpoint is still resumed from")
+    p.add_argument("--seeds", type=int, default=None, metavar="N",
+                   help="train N runs, train.seed 0..N-1, into OUT/seed-K one after the other "
+                        "(stability across seeds: marag report-stability); rerun to resume")
     p.set_defaults(func=run)
 
 
 def run(args: argparse.Namespace) -> int:
+    if args.seeds is not None:
+        if args.seeds < 1:
+            print("marag train: --seeds must be >= 1", file=sys.stderr)
+            return 2
+        for one in seed_runs(args):
+            code = run(one)
+            if code:
+                return code
+        return 0
     import yaml
 
     from marag.train.data import split_questions
@@ -80,6 +92,15 @@ def run(args: argparse.Namespace) -> int:
     trainer.acc.wait_for_everyone()
     trainer.acc.end_training()
     return 0
+
+
+def seed_runs(args: argparse.Namespace) -> list[argparse.Namespace]:
+    """``--seeds N``: the N single runs, train.seed K into OUT/seed-K (an override given on
+    the command line for train.seed is overridden by K)."""
+    base = Path(args.out)
+    return [argparse.Namespace(**{**vars(args), "seeds": None, "out": str(base / f"seed-{k}"),
+                                  "overrides": [*args.overrides, f"train.seed={k}"]})
+            for k in range(args.seeds)]
 
 
 def _only_longer(saved: dict, now: dict) -> bool:
