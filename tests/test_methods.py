@@ -8,6 +8,7 @@ from pathlib import Path
 
 import pytest
 import torch
+from tests.workflows.test_shipped_configs import REPLIES
 
 from marag.config import load_config
 from marag.llm.hf_local import HFBackend
@@ -20,7 +21,6 @@ from marag.train.rewards import PAPER_REWARDS
 from marag.train.trainer import Trainer
 from marag.types import Hits, Passage, Question
 from marag.workflows import METHODS, RETRIEVES, Context, run_method
-from tests.workflows.test_shipped_configs import REPLIES
 
 ROOT = Path(__file__).resolve().parents[1]
 Q = Question("q1", "Who wrote Hamlet?", ["William Shakespeare"])
@@ -99,4 +99,4 @@ def _frozen_apart(name: str) -> list[str]:
 def test_every_method_has_its_row_in_fidelity():
     text = (ROOT / "docs" / "fidelity.md").read_text()
     for name in METHOD_NAMES:
-        assert re.search(rf"^\| `{re.escape(name)}` \|", text, re.M), name
+        assert re.search(rf"^\| `{re.escape(name)}` \|", text, re.MULTILINE), name

@@ -4,14 +4,14 @@ masked, and the masked tokens get no gradient and count in no loss mean."""
 from __future__ import annotations
 
 import torch
+from tests.train.test_learner import fill, learner
 
 from marag.llm.chat import prompt_ids, text_ids
 from marag.llm.tiny import build_tiny_model
 from marag.roles.search_r1 import build, information
 from marag.train.experience import Transition, batch, collect
-from marag.train.trajectory import merge_trajectories, observation_mask
+from marag.train.trajectory import merge_trajectories
 from marag.types import Passage, Step, Trace
-from tests.train.test_learner import fill, learner
 
 TURN1 = "<think>find it</think><search> Hamlet author </search>"
 TURN2 = "<think>it says Shakespeare</think><answer> William Shakespeare </answer>"

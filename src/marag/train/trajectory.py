@@ -20,6 +20,7 @@ from __future__ import annotations
 import logging
 import math
 from collections.abc import Sequence
+from itertools import pairwise
 from typing import Any
 
 from marag.train.experience import Transition
@@ -32,7 +33,7 @@ def written_spans(steps: Sequence[Step]) -> list[tuple[int, int]] | None:
     """Character spans, in the last call's open assistant text, of what the model wrote in
     every call before the last one; None when the calls do not continue one text."""
     spans: list[tuple[int, int]] = []
-    for prev, nxt in zip(steps, steps[1:]):
+    for prev, nxt in pairwise(steps):
         before = _open_text(prev)
         after = _open_text(nxt)
         if before is None or after is None or not after.startswith(before + prev.raw):
@@ -133,7 +134,7 @@ _warned: set[str] = set()
 
 
 def _refuse(why: str) -> None:
+    """Log once per reason that a trajectory is trained as separate calls; None to return."""
     if why not in _warned:
         _warned.add(why)
         log.warning("trajectory trained as separate calls: %s", why)
-    return None
