@@ -71,7 +71,8 @@ function stepBody(step) {
   const who = [step.backend, step.model].filter(Boolean).join(" / ");
   const tokens = step.role === "R" ? "" : `${step.prompt_tokens} prompt + ${step.completion_tokens} completion tokens · `;
   body.append(el("h4", {}, "cost"), el("div", {}, `${tokens}${fmt(step.latency, 3)} s` +
-    ` · started at ${fmt(step.started, 3)} s · round ${step.round}` + (who ? ` · ${who}` : "")));
+    ` · started at ${fmt(step.started, 3)} s · round ${step.round}` +
+    (step.turn ? ` · turn ${step.turn}` : "") + (who ? ` · ${who}` : "")));
   return body;
 }
 
