@@ -20,6 +20,7 @@ COMMAND_MODULES = [
     "serve_llm",
     "serve",
     "eval",
+    "table",
     "report",
     "train",
     "sft",

@@ -1,0 +1,277 @@
+"""A seed paper's main table, and marag's measurement of it beside the published numbers.
+
+The published tables live in ``marag/report/papers/<paper>.yaml`` (rows, datasets, metrics,
+the paper's setting, transcribed from the papers). :func:`plan_rows` says, for each row, which
+marag method (and which trained adapter) runs it, or in one line why it cannot run here;
+:func:`render` writes the Markdown and CSV with the published number beside marag's in every
+cell, n per cell, cost columns and a comparability card. Running the rows is
+``marag table`` (``marag.commands.table``).
+"""
+
+from __future__ import annotations
+
+import csv
+import io
+import math
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+import yaml
+
+PAPERS_DIR = Path(__file__).resolve().parent / "papers"
+
+# row method -> (marag method, the kind of trained adapter it needs, or None for untrained)
+RUNNABLE: dict[str, tuple[str, str | None]] = {
+    "llm-only": ("llm-only", None),
+    "vanilla": ("vanilla", None),
+    "vanilla-sft": ("vanilla", "reader"),
+    "mmoa-rag": ("mmoa-rag", "mmoa-rag"),
+    "mao-arag-untrained": ("mao-arag", None),
+    "mao-arag": ("mao-arag", "mao-arag"),
+    "jade-untrained": ("jade", None),
+    "jade": ("jade", "jade"),
+    "m-ask": ("m-ask", "m-ask"),
+    "search-r1": ("search-r1", "search-r1"),
+}
+# rows marag does not run yet, each with its one-line reason
+NOT_BUILT: dict[str, str] = {
+    "rrr": "Rewrite-Retrieve-Read's recipe (only the rewriter trained with PPO) is not a preset yet",
+    "bgm": "BGM's bridge-model recipe (only the selector trained) is not a preset yet",
+    "retrobust": "RetRobust's generator fine-tuning on noisy contexts is not a recipe yet",
+    "self-rag": "Self-RAG needs its released checkpoints (reflection tokens), which cannot be "
+                "had here; its inference protocol is not built yet",
+    "adaptive-rag": "Adaptive-RAG's complexity classifier and routing are not built yet",
+    "ircot": "IRCoT (interleaved chain-of-thought retrieval) is not built yet",
+    "search-o1": "Search-o1's agentic search with reason-in-documents is not built yet",
+    "deepnote": "DeepNote's note-centric adaptive retrieval is not built yet",
+}
+# the trained adapters marag's own runs committed, per model and kind (marag.llm.trained)
+ADAPTERS: dict[str, dict[str, str]] = {
+    "qwen2.5-coder-0.5b": {"jade": "qwen-jade", "mmoa-rag": "qwen-mmoa",
+                           "reader": "qwen-jade-reader"},
+}
+# the file names a dataset column goes by in a data folder (FlashRAG's and ../shared/data's)
+DATASET_FILES: dict[str, tuple[str, ...]] = {
+    "nq": ("nq_open", "nq"), "popqa": ("popqa",), "ambigqa": ("ambigqa", "ambig_qa"),
+    "hotpotqa": ("hotpotqa",), "2wikimultihopqa": ("2wikimultihopqa", "2wiki"),
+    "musique": ("musique",), "bamboogle": ("bamboogle",), "triviaqa": ("triviaqa",),
+}
+
+
+@dataclass(frozen=True)
+class PaperRow:
+    label: str
+    method: str | None
+    group: str | None
+    values: dict[str, dict[str, float]]  # dataset -> metric -> published number
+
+
+@dataclass(frozen=True)
+class PaperTable:
+    paper: str
+    title: str
+    table: str
+    setting: dict[str, Any]
+    datasets: list[str]
+    rows: list[PaperRow]
+
+    @property
+    def metrics(self) -> list[str]:
+        return list(self.setting.get("metrics") or ["f1"])
+
+
+def known_papers() -> list[str]:
+    return sorted(p.stem for p in PAPERS_DIR.glob("*.yaml"))
+
+
+def load_paper(name: str) -> PaperTable:
+    """The published main table of seed paper ``name`` (jade, mao-arag, mmoa-rag, m-ask)."""
+    path = PAPERS_DIR / f"{name}.yaml"
+    if not path.is_file():
+        raise ValueError(f"no main table for paper {name!r}; known: {', '.join(known_papers())}")
+    raw = yaml.safe_load(path.read_text(encoding="utf-8"))
+    rows = [PaperRow(r["label"], r.get("method"), r.get("group"),
+                     {d: {m: float(v) for m, v in (ms or {}).items()}
+                      for d, ms in (r.get("values") or {}).items()})
+            for r in raw["rows"]]
+    return PaperTable(raw["paper"], raw.get("title", ""), raw.get("table", ""),
+                      dict(raw.get("setting") or {}), list(raw["datasets"]), rows)
+
+
+@dataclass
+class RowPlan:
+    row: PaperRow
+    method: str | None  # marag's method; None: the row does not run
+    adapter: str | None = None
+    reason: str = ""  # why it does not run, or what it runs instead
+
+
+def plan_rows(table: PaperTable, model: str, adapters: Mapping[str, str] | None = None
+              ) -> list[RowPlan]:
+    """Which marag method runs each row on ``model``. ``adapters`` (row method -> folder or
+    registered name) give trained rows their weights; otherwise marag's own committed
+    adapters for ``model`` are used where there is one."""
+    given = dict(adapters or {})
+    own = ADAPTERS.get(model, {})
+    out = []
+    for row in table.rows:
+        key = row.method
+        if key is None:
+            out.append(RowPlan(row, None, reason="no marag method corresponds to this row"))
+            continue
+        if key in NOT_BUILT:
+            out.append(RowPlan(row, None, reason=NOT_BUILT[key]))
+            continue
+        if key not in RUNNABLE:
+            out.append(RowPlan(row, None, reason=f"unknown row method {key!r}"))
+            continue
+        method, kind = RUNNABLE[key]
+        if kind is None:
+            out.append(RowPlan(row, method))
+            continue
+        adapter = given.get(key) or own.get(kind)
+        if adapter is None:
+            out.append(RowPlan(row, None, reason=f"no trained {kind} adapter for {model} "
+                               f"(train one, then --adapter {key}=DIR)"))
+            continue
+        out.append(RowPlan(row, method, adapter))
+    return out
+
+
+def find_dataset(data_dir: Path, column: str) -> Path | None:
+    """The questions file of a table column in ``data_dir`` (``<name>.questions.jsonl`` as
+    in ../shared/data, or ``<name>.jsonl``/``<name>/test.jsonl``/``<name>/dev.jsonl``)."""
+    for name in DATASET_FILES.get(column, (column,)):
+        for rel in (f"{name}.questions.jsonl", f"{name}.jsonl", f"{name}/test.jsonl",
+                    f"{name}/dev.jsonl"):
+            p = data_dir / rel
+            if p.is_file():
+                return p
+    return None
+
+
+@dataclass
+class Cell:
+    n: int
+    scores: dict[str, float]  # metric -> mean (0..1)
+    cost: dict[str, float] = field(default_factory=dict)  # per question
+    error: str = ""
+
+
+def _pct(x: float | None) -> str:
+    return "—" if x is None or (isinstance(x, float) and math.isnan(x)) else f"{x:.1f}"
+
+
+def cell_text(cell: Cell | None, published: Mapping[str, float], metrics: Sequence[str]
+              ) -> str:
+    """``F1 23.4 (paper 45.6) · EM ... · n=20``; published alone when marag has no cell."""
+    parts = []
+    for m in metrics:
+        ours = None if cell is None or cell.error else 100 * cell.scores.get(m, math.nan)
+        parts.append(f"{m.upper()} {_pct(ours)} ({_pct(published.get(m))})")
+    tail = "" if cell is None else (f" · failed: {cell.error}" if cell.error
+                                   else f" · n={cell.n}")
+    return " · ".join(parts) + tail
+
+
+def row_cost(cells: Mapping[str, Cell]) -> dict[str, float]:
+    """Per-question cost of a row, weighted by each dataset's n."""
+    total = sum(c.n for c in cells.values() if not c.error)
+    if not total:
+        return {}
+    keys = ("llm_calls", "total_tokens", "retrieval_calls", "seconds")
+    return {k: sum(c.cost.get(k, 0.0) * c.n for c in cells.values() if not c.error) / total
+            for k in keys}
+
+
+def render(table: PaperTable, plans: Sequence[RowPlan], cells: Mapping[tuple[str, str], Cell],
+           datasets: Sequence[str], card: Mapping[str, Any]) -> tuple[str, str]:
+    """(Markdown, CSV) of the table: every row of the paper, the datasets marag ran, marag's
+    number with the published one beside it in each cell."""
+    metrics = table.metrics
+    md = io.StringIO()
+    md.write(f"# {table.paper}: {table.table} beside marag\n\n")
+    md.write(f"{table.title}\n\n")
+    md.write("Each cell: marag's score (the paper's in parentheses), percent, and n. "
+             "The numbers are not comparable unless the card's settings match the paper's.\n\n")
+    md.write("## Comparability card\n\n| | paper | marag |\n|---|---|---|\n")
+    s = table.setting
+    for key, ours in card.items():
+        md.write(f"| {key} | {s.get(key, '—') if s.get(key) is not None else '—'} | {ours} |\n")
+    md.write("\n## Table\n\n")
+    head = ["row", "marag method", *datasets, "calls/q", "tokens/q", "retrievals/q", "s/q"]
+    md.write("| " + " | ".join(head) + " |\n|" + "---|" * len(head) + "\n")
+    out = io.StringIO()
+    w = csv.writer(out)
+    w.writerow(["row", "method", "adapter", "dataset", "metric", "marag", "paper", "n",
+                "llm_calls", "total_tokens", "retrieval_calls", "seconds", "note"])
+    for plan in plans:
+        row = plan.row
+        if plan.method is None:
+            md.write(f"| {row.label} | *not run: {plan.reason}* | " + " | ".join(
+                cell_text(None, row.values.get(d, {}), metrics) for d in datasets)
+                + " | — | — | — | — |\n")
+            for d in datasets:
+                for m in metrics:
+                    w.writerow([row.label, "", "", d, m, "", row.values.get(d, {}).get(m, ""),
+                                "", "", "", "", "", plan.reason])
+            continue
+        mine = {d: cells[(row.label, d)] for d in datasets if (row.label, d) in cells}
+        cost = row_cost(mine)
+        who = plan.method + (f" + {plan.adapter}" if plan.adapter else "")
+        md.write(f"| {row.label} | {who} | " + " | ".join(
+            cell_text(mine.get(d), row.values.get(d, {}), metrics) for d in datasets)
+            + " | " + " | ".join(f"{cost[k]:.1f}" if k in cost else "—" for k in
+                                 ("llm_calls", "total_tokens", "retrieval_calls", "seconds"))
+            + " |\n")
+        for d in datasets:
+            c = mine.get(d)
+            for m in metrics:
+                ours = "" if c is None or c.error else round(100 * c.scores.get(m, math.nan), 2)
+                w.writerow([row.label, plan.method, plan.adapter or "", d, m, ours,
+                            row.values.get(d, {}).get(m, ""), "" if c is None else c.n,
+                            *("" if c is None else round(c.cost.get(k, 0.0), 3) for k in
+                              ("llm_calls", "total_tokens", "retrieval_calls", "seconds")),
+                            "" if c is None else c.error])
+    missing = [d for d in table.datasets if d not in datasets]
+    if missing:
+        md.write(f"\nNot run (no questions file found): {', '.join(missing)}.\n")
+    if table.setting.get("notes"):
+        md.write(f"\nPaper's setting, notes: {table.setting['notes']}\n")
+    return md.getvalue(), out.getvalue()
+
+
+def plot_cost(plans: Sequence[RowPlan], cells: Mapping[tuple[str, str], Cell],
+              datasets: Sequence[str], path: Path) -> Path | None:
+    """F1 against tokens per question, one point per row that ran (mean over datasets,
+    weighted by n)."""
+    points = []
+    for plan in plans:
+        if plan.method is None:
+            continue
+        mine = {d: cells[(plan.row.label, d)] for d in datasets
+                if (plan.row.label, d) in cells and not cells[(plan.row.label, d)].error}
+        n = sum(c.n for c in mine.values())
+        if not n:
+            continue
+        f1 = sum(100 * c.scores.get("f1", 0.0) * c.n for c in mine.values()) / n
+        points.append((plan.row.label, row_cost(mine).get("total_tokens", 0.0), f1))
+    if not points:
+        return None
+    import matplotlib
+
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+
+    fig, ax = plt.subplots(figsize=(6, 4))
+    for label, x, y in points:
+        ax.scatter([x], [y])
+        ax.annotate(label, (x, y), fontsize="small", xytext=(3, 3), textcoords="offset points")
+    ax.set_xlabel("tokens per question")
+    ax.set_ylabel("F1 (mean over datasets, by n)")
+    fig.tight_layout()
+    fig.savefig(path, dpi=110)
+    plt.close(fig)
+    return path

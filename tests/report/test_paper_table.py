@@ -1,0 +1,92 @@
+"""``marag table``: the rows a paper's table maps to, the cells beside the published numbers,
+and one real run (embedded SmolLM2, fixture questions) with a row that fails alone."""
+
+from __future__ import annotations
+
+import csv
+import io
+import textwrap
+
+import pytest
+
+from marag.report import paper_table as pt
+
+PAPER = textwrap.dedent("""
+    paper: demo
+    title: "A demo table"
+    table: "Table 9"
+    setting: {backbone: "Qwen2.5-7B-Instruct", retriever: "E5 over wiki-18", top_k: 3,
+              metrics: [em, f1]}
+    datasets: [nq, hotpotqa, popqa]
+    rows:
+      - {label: "LLM w/o RAG", method: llm-only, values: {nq: {em: 20.1, f1: 25.0}}}
+      - {label: "Vanilla RAG", method: vanilla, values: {nq: {em: 30.0, f1: 35.5},
+                                                          hotpotqa: {em: 20.0, f1: 28.0}}}
+      - {label: "Self-RAG", method: self-rag, values: {nq: {em: 10.0, f1: 12.0}}}
+      - {label: "JADE", method: jade, values: {hotpotqa: {em: 40.0, f1: 50.0}}}
+      - {label: "Other", method: null, values: {}}
+""")
+
+
+@pytest.fixture
+def demo(tmp_path, monkeypatch):
+    papers = tmp_path / "papers"
+    papers.mkdir()
+    (papers / "demo.yaml").write_text(PAPER)
+    monkeypatch.setattr(pt, "PAPERS_DIR", papers)
+    return pt.load_paper("demo")
+
+
+def test_rows_map_to_methods_or_say_why_not(demo):
+    plans = {p.row.label: p for p in pt.plan_rows(demo, "smollm2")}
+    assert plans["LLM w/o RAG"].method == "llm-only"
+    assert plans["Vanilla RAG"].method == "vanilla" and plans["Vanilla RAG"].adapter is None
+    assert plans["Self-RAG"].method is None and "checkpoints" in plans["Self-RAG"].reason
+    assert plans["JADE"].method is None and "no trained jade adapter" in plans["JADE"].reason
+    assert plans["Other"].method is None
+    qwen = {p.row.label: p for p in pt.plan_rows(demo, "qwen2.5-coder-0.5b")}
+    assert (qwen["JADE"].method, qwen["JADE"].adapter) == ("jade", "qwen-jade")
+    given = {p.row.label: p for p in pt.plan_rows(demo, "smollm2", {"jade": "runs/x/policy"})}
+    assert given["JADE"].adapter == "runs/x/policy"
+    with pytest.raises(ValueError, match="known: demo"):
+        pt.load_paper("nope")
+
+
+def test_cells_put_the_published_number_beside_marag(demo):
+    plans = pt.plan_rows(demo, "smollm2")
+    cells = {("Vanilla RAG", "nq"): pt.Cell(20, {"em": 0.25, "f1": 0.3125},
+                                            {"llm_calls": 1, "total_tokens": 700,
+                                             "retrieval_calls": 1, "seconds": 2.0}),
+             ("Vanilla RAG", "hotpotqa"): pt.Cell(0, {}, error="RuntimeError: boom"),
+             ("LLM w/o RAG", "nq"): pt.Cell(20, {"em": 0.1, "f1": 0.2}, {})}
+    md, text = pt.render(demo, plans, cells, ["nq", "hotpotqa"], {"backbone": "smollm2"})
+    assert "EM 25.0 (30.0) · F1 31.2 (35.5) · n=20" in md
+    assert "failed: RuntimeError: boom" in md
+    assert "*not run: Self-RAG needs its released checkpoints" in md
+    assert "| backbone | Qwen2.5-7B-Instruct | smollm2 |" in md
+    rows = list(csv.DictReader(io.StringIO(text)))
+    f1 = next(r for r in rows if r["row"] == "Vanilla RAG" and r["dataset"] == "nq"
+              and r["metric"] == "f1")
+    assert (f1["marag"], f1["paper"], f1["n"]) == ("31.25", "35.5", "20")
+    assert any(r["row"] == "Self-RAG" and r["note"].startswith("Self-RAG needs") for r in rows)
+
+
+def test_marag_table_runs_rows_on_the_datasets_present(demo, tmp_path, qa_data, capsys):
+    from marag.cli import main
+    from marag.retrieval import build_index
+
+    index = build_index(qa_data / "nq_open.corpus.jsonl", tmp_path / "idx", kind="bm25",
+                        show_progress=False)
+    out = tmp_path / "table"
+    args = ["table", "demo", "--data", str(qa_data), "--index", str(index), "--limit", "2",
+            "--rows", "llm-only,vanilla", "--out", str(out), "--no-progress",
+            "--set", "method.max_tokens.default=8"]
+    assert main(args) == 0
+    md = (out / "table.md").read_text()
+    assert "| LLM w/o RAG | llm-only |" in md and "n=2" in md
+    assert "Not run (no questions file found): popqa." in md
+    assert (out / "runs" / "vanilla" / "hotpotqa" / "traces.jsonl").is_file()
+    assert (out / "f1_vs_cost.png").is_file()
+    # resumable: the same command reruns nothing and writes the same cells
+    assert main(args) == 0
+    assert (out / "table.md").read_text().split("## Table")[1] == md.split("## Table")[1]
