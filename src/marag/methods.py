@@ -49,6 +49,14 @@ REGISTRY: tuple[MethodSpec, ...] = (
                "selection, answer", "static:mmoa", ("mmoa.QR", "DS", "AG"),
                ("mmoa.QR", "DS", "AG"), "mmoa-rag", sft_recipes=("mmoa",),
                paper="MMOA-RAG (Chen et al., 2025)"),
+    MethodSpec("rrr", "Rewrite-Retrieve-Read: the rewriter's queries retrieve the pool, AG "
+               "reads it (MMOA-RAG's rebuild: only the rewriter trained)", "static:rrr",
+               ("mmoa.QR", "AG"), ("mmoa.QR",), "final",
+               paper="Rewrite-Retrieve-Read (Ma et al., 2023), as MMOA-RAG S5.1.3 rebuilt it"),
+    MethodSpec("bgm", "the question retrieves the pool, a bridge (DS) keeps the helpful "
+               "documents, AG reads them (MMOA-RAG's rebuild: only the bridge trained)",
+               "static:bgm", ("DS", "AG"), ("DS",), "final",
+               paper="BGM (Ke et al., 2024), as MMOA-RAG S5.1.3 rebuilt it"),
     MethodSpec("mao-arag", "the planner loop; executors may run on another backend",
                "planner:mao_arag", _PLANNER_TEAM, ("planner",), "mao-arag",
                sft_recipes=("answers",), paper="MAO-ARAG (Chen et al., 2025)"),

@@ -1,4 +1,5 @@
-"""Fixed pipelines: ``llm-only``, ``vanilla`` and ``mmoa-rag``.
+"""Fixed pipelines: ``llm-only``, ``vanilla``, ``mmoa-rag`` and the two baselines MMOA-RAG
+rebuilt on its pipeline, ``rrr`` (Rewrite-Retrieve-Read) and ``bgm`` (the bridge model).
 
 Each runs in a single round on the root node; ``node.workflow`` names the codes it ran.
 """
@@ -6,7 +7,7 @@ Each runs in a single round on the root node; ``node.workflow`` names the codes 
 from __future__ import annotations
 
 from marag.roles.decompose import MAX_ITEMS as MMOA_MAX_SUBQUESTIONS
-from marag.types import Passage
+from marag.types import Node, Passage
 from marag.workflows.engine import Run
 
 
@@ -73,10 +74,43 @@ async def mmoa(run: Run) -> None:
 
     Using only the first four of more sub-questions is marag's own rule (the paper penalises
     more than four in training, Eq. 3, but does not say what inference does with them)."""
-    cfg = run.config.method
     root = run.add_node(run.trace.question)
     root.workflow = ["QR", "R", "DS", "AG"]
     run.round = 1
+    docs = await _rewrite_and_pool(run, root)
+    docs = await _select(run, root, docs)
+    p, _ = await run.call("AG", root.id, question=root.question, docs=docs)
+    run.answer(root, p.value)
+
+
+async def rrr(run: Run) -> None:
+    """Rewrite-Retrieve-Read as MMOA-RAG rebuilt it (S5.1.3): MMOA-RAG's pipeline without the
+    selector: QR writes the queries, the pool of ``method.candidates`` documents is split
+    across them, AG reads them all."""
+    root = run.add_node(run.trace.question)
+    root.workflow = ["QR", "R", "AG"]
+    run.round = 1
+    docs = await _rewrite_and_pool(run, root)
+    p, _ = await run.call("AG", root.id, question=root.question, docs=docs)
+    run.answer(root, p.value)
+
+
+async def bgm(run: Run) -> None:
+    """BGM as MMOA-RAG rebuilt it (S5.1.3): the question retrieves ``method.candidates``
+    documents, the bridge (DS) keeps the helpful ones, AG reads them."""
+    root = run.add_node(run.trace.question)
+    root.workflow = ["R", "DS", "AG"]
+    run.round = 1
+    hits = await run.retrieve([root.question], run.config.method.candidates, root.id)
+    docs = await _select(run, root, list(hits[0].passages))
+    p, _ = await run.call("AG", root.id, question=root.question, docs=docs)
+    run.answer(root, p.value)
+
+
+async def _rewrite_and_pool(run: Run, root: Node) -> list[Passage]:
+    """mmoa.QR's queries (the question itself when it gives none; the first four of more),
+    each retrieved, pooled to ``method.candidates`` documents."""
+    cfg = run.config.method
     # mmoa.QR's parser flags more than MMOA_MAX_SUBQUESTIONS queries (the MMOA-RAG penalty)
     qr, _ = await run.call("mmoa.QR", root.id, question=root.question)
     subs = [s.strip() for s in (qr.value or []) if isinstance(s, str) and s.strip()]
@@ -89,13 +123,16 @@ async def mmoa(run: Run) -> None:
         subs = subs[:MMOA_MAX_SUBQUESTIONS]
     # Each query fetches the full pool size so that duplicates can be replaced from its list.
     hits = await run.retrieve(subs, cfg.candidates, root.id)
-    docs = pool_candidates([h.passages for h in hits], split_candidates(cfg.candidates, len(subs)))
-    if docs:
-        ds, _ = await run.call("DS", root.id, question=root.question, docs=docs,
-                               constrained=restrict_selector(run))
-        if ds.valid and ds.value:
-            docs = [docs[i] for i in ds.value]
-    else:
+    return pool_candidates([h.passages for h in hits], split_candidates(cfg.candidates, len(subs)))
+
+
+async def _select(run: Run, root: Node, docs: list[Passage]) -> list[Passage]:
+    """DS's selection of ``docs`` (all of them when its output is invalid or empty)."""
+    if not docs:
         run.note("retrieval returned no candidates; DS skipped")
-    p, _ = await run.call("AG", root.id, question=root.question, docs=docs)
-    run.answer(root, p.value)
+        return docs
+    ds, _ = await run.call("DS", root.id, question=root.question, docs=docs,
+                           constrained=restrict_selector(run))
+    if ds.valid and ds.value:
+        return [docs[i] for i in ds.value]
+    return docs
