@@ -354,6 +354,11 @@ class SFTConfig(Section):
     # steps between checkpoints in OUT/checkpoints (and one after the last step; 0: only
     # that one); the same command resumes a killed run from the latest
     save_every: int = Field(10, ge=0)
+    # --recipe answers, RetRobust's mix (Yoran et al., 2024): this share of the questions show
+    # irrelevant documents instead (the retriever's ranks 2k+1..3k for the question, k =
+    # method.top_k) with the golden answer still the target, so the reader learns to answer
+    # past them; 0: every example shows the top k
+    irrelevant_share: float = Field(0.0, ge=0, le=1)
     # the dtype the forward and backward compute in, as train.dtype: auto = bfloat16 autocast
     # where the hardware has bf16 matrix units (weights and optimizer state stay float32)
     dtype: Literal["auto", "float32", "bfloat16"] = "auto"

@@ -154,6 +154,19 @@ def test_answer_labels_are_what_jades_ag_reads_after_r_ag():
     assert "capital of France" in " ".join(m["content"] for m in ex.messages)
 
 
+def test_retrobust_mix_shows_low_ranked_documents_with_the_golden_answer():
+    qs = [Question(f"q{i}", "Which city is the capital of France?", ["Paris"]) for i in range(40)]
+    shelf, got, tally = _answers(qs, "method.top_k=3", "sft.irrelevant_share=1.0")
+    assert tally["irrelevant"] == 40 and all(e.target == "<answer>Paris</answer>" for e in got)
+    shown = " ".join(m["content"] for m in got[0].messages)
+    top = shelf.search_batch([qs[0].question], 9)[0].passages
+    assert all(f"({p.title})" not in shown for p in top[:3])  # the top 3 are not what it reads
+    assert all(f"({p.title})" in shown for p in top[6:9])  # ranks 7-9 are
+    _, half, tally = _answers(qs, "method.top_k=3", "sft.irrelevant_share=0.5")
+    assert 10 <= tally["irrelevant"] <= 30 and tally["kept"] == 40
+    assert _answers(qs, "method.top_k=3", "sft.irrelevant_share=0.5")[2] == tally  # seeded
+
+
 def test_answer_labels_keep_only_answers_a_reader_can_find():
     qs = [Question("lyon", "Which French city has the most bridges?", ["Lyon"]),  # clipped off
           Question("two", "Which city is the capital of France?", ["Lutetia", " paris "]),
@@ -165,7 +178,8 @@ def test_answer_labels_keep_only_answers_a_reader_can_find():
     _, got, tally = _answers(qs)
     assert [e.target for e in got] == ["<answer>paris</answer>", "<answer>Rome</answer>",
                                        "<answer>yes</answer>"]
-    assert tally == {"kept": 3, "no answer": 1, "no documents": 0, "unsupported": 3}
+    assert tally == {"kept": 3, "no answer": 1, "no documents": 0, "unsupported": 3,
+                     "irrelevant": 0}
     _, every, tally = _answers(qs, "sft.answer_evidence=any")
     assert [e.target for e in every] == [
         "<answer>Lyon</answer>", "<answer>paris</answer>", "<answer>Rome</answer>",

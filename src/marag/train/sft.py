@@ -234,19 +234,30 @@ async def examples_answers(questions: Sequence[Question], retriever: Any, config
     m = config.method
     check_answer_method(m.name)
     ag = role_for("AG", m.prompts, m.name, role_variants(config, "AG"))
-    hits = await retriever.search([q.question for q in questions], m.top_k)
-    counts = {"kept": 0, "no answer": 0, "no documents": 0, "unsupported": 0}
+    share = config.sft.irrelevant_share
+    depth = m.top_k * 3 if share else m.top_k
+    hits = await retriever.search([q.question for q in questions], depth)
+    rng = random.Random(config.sft.seed)
+    counts = {"kept": 0, "no answer": 0, "no documents": 0, "unsupported": 0, "irrelevant": 0}
     out = []
     for q, h in zip(questions, hits, strict=True):
         golds = [" ".join(a.split()) for a in q.golden_answers if a and a.strip()]
         if not golds:
             counts["no answer"] += 1
             continue
-        if not h.passages:
+        docs = list(h.passages[:m.top_k])
+        if share and rng.random() < share and len(h.passages) > 2 * m.top_k:
+            # RetRobust: low-ranked documents, the golden answer still the target
+            inputs = {"question": q.question, "docs": list(h.passages[2 * m.top_k:])}
+            counts["irrelevant"] += 1
+            counts["kept"] += 1
+            out.append(role_example(ag, f"<answer>{golds[0]}</answer>", **inputs))
+            continue
+        if not docs:
             counts["no documents"] += 1
             continue
-        inputs = {"question": q.question, "docs": list(h.passages)}
-        answer = supported_answer(q.question, golds, shown_text(ag, q.question, h.passages))
+        inputs = {"question": q.question, "docs": docs}
+        answer = supported_answer(q.question, golds, shown_text(ag, q.question, docs))
         if answer is None:
             counts["unsupported"] += 1
             if config.sft.answer_evidence == "docs":
