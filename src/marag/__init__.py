@@ -7,7 +7,12 @@ from __future__ import annotations
 
 from typing import Any
 
+from marag.jax_tf import set_env_defaults
 from marag.version import __version__
+
+# before anything heavy loads: JAX/TensorFlow, if something starts them, take GPU memory as
+# they need it, not up front (a value the user set is kept)
+set_env_defaults()
 
 __all__ = ["__version__", "ask", "ask_async"]
 

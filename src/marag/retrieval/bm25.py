@@ -25,6 +25,7 @@ from typing import Any
 import numpy as np
 
 from marag.corpus import build_store
+from marag.jax_tf import import_bm25s
 from marag.retrieval.base import Retriever
 from marag.retrieval.bm25_topk import Postings, column_bounds
 from marag.retrieval.manifest import (
@@ -56,7 +57,7 @@ def make_stemmer() -> Any:
 
 def tokenize_queries(queries: list[str], stemmer: Any) -> list[list[str]]:
     """Queries as stemmed token strings, exactly as ``bm25s.tokenize`` produces them."""
-    import bm25s
+    bm25s = import_bm25s()
 
     return bm25s.tokenize(
         queries, stopwords="en", stemmer=stemmer, return_ids=False, show_progress=False
@@ -114,6 +115,7 @@ class _Counts:
 
 def _score_matrix(counts: _Counts, n_vocab: int, k1: float, b: float, method: str) -> dict[str, Any]:
     """The CSC arrays bm25s would build, written straight to memory-mapped files."""
+    import_bm25s()
     from bm25s.scoring import _select_idf_scorer
 
     if method not in ("lucene", "robertson", "atire"):
@@ -158,7 +160,7 @@ def build_bm25(
     b: float = 0.75,
     method: str = "lucene",
 ) -> Path:
-    import bm25s
+    bm25s = import_bm25s()
     from bm25s.tokenization import Tokenizer
 
     out = Path(out_dir)
@@ -267,7 +269,7 @@ class BM25Index(Retriever):
     name = "bm25"
 
     def __init__(self, index_dir: str | os.PathLike[str], manifest: dict[str, Any] | None = None) -> None:
-        import bm25s
+        bm25s = import_bm25s()
 
         self.dir = Path(index_dir)
         self.manifest = manifest or read_manifest(self.dir)

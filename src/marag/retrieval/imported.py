@@ -21,6 +21,7 @@ from typing import Any
 
 import numpy as np
 
+from marag.jax_tf import import_bm25s
 from marag.retrieval.encoding import (
     EncoderMismatch,
     EncoderSettings,
@@ -165,7 +166,7 @@ def _rel_store(passages: dict[str, Any], out: Path, part: Path) -> dict[str, Any
 
 def _import_bm25(part: Path, src: Path, record: dict[str, Any], count: int,
                  passages: dict[str, Any], out: Path, t0: float) -> Path:
-    import bm25s
+    bm25s = import_bm25s()
 
     from marag.retrieval.bm25 import BM25_DIR, BOUNDS_FILE, write_bounds
 

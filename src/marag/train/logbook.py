@@ -11,6 +11,8 @@ import os
 from pathlib import Path
 from typing import Any
 
+from marag.jax_tf import tensorboard_without_tensorflow
+
 log = logging.getLogger(__name__)
 
 
@@ -21,6 +23,7 @@ class Logbook:
         self.csv = out / "metrics.csv"
         self._tb: Any = None
         if tensorboard:
+            tensorboard_without_tensorflow()  # before torch.utils.tensorboard reads it
             try:
                 from torch.utils.tensorboard import SummaryWriter
 
