@@ -1,5 +1,6 @@
 """``marag sft``: supervised warm start from traces (rejection sampling), plan labels, or a recipe
-of golden-answer labels (MMOA-RAG's, or the answer generator's reading labels)."""
+of golden-answer labels (MMOA-RAG's, or the answer generator's reading labels), or best-of-n
+self-distillation (the model's own best sample of each question: marag.train.self_distill)."""
 
 from __future__ import annotations
 
@@ -21,7 +22,7 @@ def register(sub: Any) -> None:
     src.add_argument("--traces", nargs="+", metavar="FILE",
                      help="traces.jsonl files (marag eval runs, marag train rollouts): keep the "
                           "valid steps of traces with F1 >= sft.min_f1")
-    src.add_argument("--recipe", choices=["mmoa", "answers"],
+    src.add_argument("--recipe", choices=["mmoa", "answers", "self-distill"],
                      help="mmoa: selector and generator labels built from questions, their "
                           "golden answers and their top method.candidates (K = 10) "
                           "retrieved documents (MMOA-RAG S4.3); no rewriter labels (use "
@@ -29,7 +30,13 @@ def register(sub: Any) -> None:
                           "(AG) of jade, mao-arag or vanilla reading each question's top "
                           "method.top_k documents, labelled with a golden answer they "
                           "support (sft.answer_evidence); stack it over a --plans adapter "
-                          "with --adapter")
+                          "with --adapter. self-distill: best-of-n -- the current model "
+                          "(with any --adapter) runs the method --samples times on each "
+                          "question at --temperature (samples kept in OUT/samples.jsonl; "
+                          "the same command resumes without redrawing them); each "
+                          "question's best sample (highest F1, then fewest malformed "
+                          "steps, then shortest, then first) gives its valid steps when "
+                          "its F1 >= sft.min_f1")
     src.add_argument("--plans", nargs="+", metavar="PLAN=FILE",
                      help="plan labels for a planner method (jade, mao-arag): each PLAN "
                           "(e.g. 'R, AG') with the traces.jsonl of a run that executed "
@@ -38,6 +45,10 @@ def register(sub: Any) -> None:
                           "planner's label and its trace's steps the executors' examples "
                           "(F1 >= sft.min_f1; ties go to the plan listed first)")
     p.add_argument("--dataset", help="question file for --recipe")
+    p.add_argument("--samples", type=int, default=4, metavar="N",
+                   help="--recipe self-distill: samples per question (default 4)")
+    p.add_argument("--temperature", type=float, default=1.0, metavar="T",
+                   help="--recipe self-distill: sampling temperature, above 0 (default 1.0)")
     p.add_argument("--exclude-ids", metavar="FILE",
                    help="question ids never to train on, one per line (e.g. a training run's "
                         "splits/heldout_ids.txt, so the warm start does not see held-out "
@@ -68,6 +79,11 @@ def run(args: argparse.Namespace) -> int:
             print(f"marag sft: --traces: {e}", file=sys.stderr)
             return 2
         examples = sft.examples_from_traces(traces, cfg.roles, cfg.min_f1)
+        ctx = build_context(config, with_retriever=False, purpose="training")
+    elif args.plans and config.method.name == "adaptive-rag":
+        code, examples = _adaptive_examples(args, config, banned)
+        if code:
+            return code
         ctx = build_context(config, with_retriever=False, purpose="training")
     elif args.plans:
         from marag.roles import role_for
@@ -116,7 +132,12 @@ def run(args: argparse.Namespace) -> int:
             except ValueError as e:
                 print(f"marag sft: {e}", file=sys.stderr)
                 return 2
-        ctx = build_context(config, with_retriever=True, purpose="training")
+        if args.recipe == "self-distill" and (args.samples < 1 or not args.temperature > 0):
+            print("marag sft: --recipe self-distill needs --samples >= 1 and --temperature "
+                  "> 0", file=sys.stderr)
+            return 2
+        ctx = build_context(config, with_retriever=None if args.recipe == "self-distill"
+                            else True, purpose="training")
         questions = load_questions(args.dataset)
         questions = [q for q in questions if q.id not in banned]
         if cfg.max_examples:
@@ -126,6 +147,14 @@ def run(args: argparse.Namespace) -> int:
         try:
             if args.recipe == "mmoa":
                 examples = asyncio.run(sft.examples_mmoa(questions, ctx.retriever, config))
+            elif args.recipe == "self-distill":
+                from marag.train.self_distill import self_distill
+
+                examples, tally = self_distill(questions, ctx, args.samples, args.temperature,
+                                               Path(args.out), progress=not args.no_progress)
+                print(f"{tally['questions']} questions x {args.samples} samples "
+                      f"({tally['drawn']} drawn in this call): best sample kept for "
+                      f"{tally['kept']} (F1 >= {cfg.min_f1}), {tally['dropped']} dropped")
             else:
                 tally: dict[str, int] = {}
                 examples = asyncio.run(sft.examples_answers(questions, ctx.retriever, config,
@@ -182,3 +211,30 @@ def record(out: Path, config: Any, examples: list[Any]) -> None:
     counts = {r: sum(e.role == r for e in examples) for r in sorted({e.role for e in examples})}
     (out / "run.json").write_text(json.dumps(run_info(examples=counts), indent=1) + "\n",
                                   encoding="utf-8")
+
+
+def _adaptive_examples(args: argparse.Namespace, config: Any, banned: set[str]
+                       ) -> tuple[int, list[Any]]:
+    """``--method adaptive-rag --plans A=FILE B=FILE C=FILE``: Adaptive-RAG's silver labels
+    from runs of llm-only (A), vanilla (B) and ircot (C) on the training questions."""
+    from marag.roles import role_for
+    from marag.train.adaptive_labels import examples_adaptive
+    from marag.types import Trace, read_jsonl
+
+    runs = {}
+    for item in args.plans:
+        label, sep, path = item.partition("=")
+        if not sep or label.strip() not in ("A", "B", "C") or not path:
+            print(f"marag sft: adaptive-rag wants --plans A=FILE B=FILE C=FILE (llm-only, "
+                  f"vanilla, ircot runs), got {item!r}", file=sys.stderr)
+            return 2, []
+        try:
+            runs[label.strip()] = [t for t in read_jsonl(path, Trace) if t.id not in banned]
+        except (OSError, ValueError) as e:
+            print(f"marag sft: --plans {label.strip()}: {e}", file=sys.stderr)
+            return 2, []
+    m = config.method
+    classifier = role_for("adaptive.classify", m.prompts, m.name)
+    examples, tally = examples_adaptive(runs, classifier, config.sft.min_f1)
+    print("silver labels: " + ", ".join(f"{k} {v}" for k, v in tally.items()))
+    return 0, examples
