@@ -166,6 +166,15 @@ class MethodConfig(Section):
     # the searching turns before the last call, which must answer (the paper's 4)
     search_top_k: int = Field(3, ge=1)
     search_turns: int = Field(4, ge=0)
+    # ircot: paragraphs per retrieval (K; the authors' and Adaptive-RAG's runs use 6), the cap
+    # on paragraphs collected (their 15), reasoning sentences at most (FlashRAG's max_iter 5;
+    # the authors' code allows 10), and where the answer comes from: "reader" (the paper's
+    # IRCoT QA: one more call reads every paragraph) or "cot" (FlashRAG: the chain's own
+    # "So the answer is:", the reader only when the chain has none)
+    ircot_top_k: int = Field(6, ge=1)
+    ircot_max_paragraphs: int = Field(15, ge=1)
+    ircot_steps: int = Field(5, ge=1)
+    ircot_answer: Literal["reader", "cot"] = "reader"
 
     @field_validator("name")
     @classmethod

@@ -69,6 +69,10 @@ REGISTRY: tuple[MethodSpec, ...] = (
                "<information> and answers in <answer>", "search_r1:search_r1",
                ("search-r1",), ("search-r1",), "search-r1", sequences="trajectory",
                paper="Search-R1 (Jin et al., 2025)"),
+    MethodSpec("ircot", "retrieve for the question, then one chain-of-thought sentence at a "
+               "time, each sentence retrieving more paragraphs, until 'So the answer is:'",
+               "ircot:ircot", ("ircot",), ("ircot",), "final",
+               paper="IRCoT (Trivedi et al., 2023)"),
 )
 
 METHODS: dict[str, MethodSpec] = {m.name: m for m in REGISTRY}

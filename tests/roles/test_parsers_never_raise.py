@@ -30,6 +30,7 @@ CONTEXT = {
     "DS": st.fixed_dictionaries({"n_docs": st.integers(0, 12)}),
     "mask.search": st.fixed_dictionaries({"history": st.lists(st.text(max_size=10), max_size=3)}),
     "mask.update": st.fixed_dictionaries({"n_pairs": st.integers(0, 6)}),
+    "ircot": st.fixed_dictionaries({"reader": st.booleans()}),
 }
 
 
@@ -62,6 +63,13 @@ def check_contract(name: str, p: Parsed, ctx: dict) -> None:
         assert set(v) == {"action", "content"} and isinstance(v["content"], str)
         assert v["action"] in ("search", "answer", None)
         assert not p.valid or (v["action"] is not None and v["content"].strip())
+    elif name == "ircot":
+        assert set(v) == {"sentence", "answer"} and isinstance(v["sentence"], str)
+        assert isinstance(v["answer"], str) if ctx.get("reader") else \
+            v["answer"] is None or isinstance(v["answer"], str)
+        assert not p.valid or (v["sentence"].strip() and (v["answer"] is None
+                                                          or v["answer"].strip()))
+        assert "\n" not in v["sentence"]
     elif name == "mask.update":
         n = ctx["n_pairs"]
         assert v["op"] in ("update", "add") and type(v["index"]) is int

@@ -60,6 +60,9 @@ def _calls(question, docs):
                                      "Archer Kiss and Tell </search>\n\n<information>Doc 1(Title: "
                                      "Kiss and Tell) Shirley Temple played Corliss Archer."
                                      "</information>\n\n"}, {}),
+        ("ircot", {"question": question, "docs": docs,
+                   "thoughts": ["Corliss Archer in Kiss and Tell was played by Shirley Temple."]},
+         {}),
     ]
 
 

@@ -95,5 +95,7 @@ def test_untagged_text_is_invalid_for_every_role(hotpot_retriever, ctx_for):
         t = asyncio.run(run_method(method, QUESTION, ctx_for(llm, hotpot_retriever)))
         assert t.status == "ok", (method, t.error)
         llm_steps = [s for s in t.steps if s.role != "R"]
+        if method == "ircot":  # its chain is prose by design: only the reader (last) has a format
+            llm_steps = llm_steps[-1:]
         assert llm_steps and all(not s.valid and s.reason for s in llm_steps), (
             method, [(s.role, s.valid) for s in llm_steps])

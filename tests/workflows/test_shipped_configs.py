@@ -23,6 +23,9 @@ REPLIES = {
     "mask.answer": "<predicted_answer>yes</predicted_answer>",
     "search-r1": ["<think>look</think><search>Scott Derrickson</search>",
                   "<think>both American</think><answer>yes</answer>"],
+    "ircot": ["Scott Derrickson is an American director.",
+              "Ed Wood was American too, so the answer is: yes.",
+              "Both men are American. So the answer is: yes."],
 }
 
 

@@ -10,6 +10,7 @@ from marag.config import Config, ConfigError
 from marag.roles import (
     answer,
     decompose,
+    ircot,
     mask,
     paper_jade,
     paper_mao,
@@ -42,6 +43,7 @@ ROLES: dict[str, Role] = {
         mask.UPDATE,
         mask.ANSWER,
         search_r1.ROLE,
+        ircot.ROLE,
     )
 }
 
