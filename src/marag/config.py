@@ -166,6 +166,10 @@ class MethodConfig(Section):
     # the searching turns before the last call, which must answer (the paper's 4)
     search_top_k: int = Field(3, ge=1)
     search_turns: int = Field(4, ge=0)
+    # adaptive-rag: the strategy run when the classifier's label is unreadable (B: one
+    # retrieval, the plain RAG); its decoding is restricted to A/B/C like the planner's
+    # (constrained_planner)
+    adaptive_fallback: Literal["A", "B", "C"] = "B"
     # ircot: paragraphs per retrieval (K; the authors' and Adaptive-RAG's runs use 6), the cap
     # on paragraphs collected (their 15), reasoning sentences at most (FlashRAG's max_iter 5;
     # the authors' code allows 10), and where the answer comes from: "reader" (the paper's
@@ -354,6 +358,11 @@ class SFTConfig(Section):
     # (or yes/no, or an option a choice question names) (docs), or every question with a
     # golden answer and documents (any)
     answer_evidence: Literal["docs", "any"] = "docs"
+    # --recipe answers, RetRobust's mix (Yoran et al., 2024): this share of the questions show
+    # irrelevant documents instead (the retriever's ranks 2k+1..3k for the question, k =
+    # method.top_k) with the golden answer still the target, so the reader learns to answer
+    # past them; 0: every example shows the top k
+    irrelevant_share: float = Field(0.0, ge=0, le=1)
     epochs: int = Field(1, ge=1)
     batch_size: int = Field(8, ge=1)
     micro_batch_size: int = Field(2, ge=1)
@@ -363,11 +372,6 @@ class SFTConfig(Section):
     # steps between checkpoints in OUT/checkpoints (and one after the last step; 0: only
     # that one); the same command resumes a killed run from the latest
     save_every: int = Field(10, ge=0)
-    # --recipe answers, RetRobust's mix (Yoran et al., 2024): this share of the questions show
-    # irrelevant documents instead (the retriever's ranks 2k+1..3k for the question, k =
-    # method.top_k) with the golden answer still the target, so the reader learns to answer
-    # past them; 0: every example shows the top k
-    irrelevant_share: float = Field(0.0, ge=0, le=1)
     # the dtype the forward and backward compute in, as train.dtype: auto = bfloat16 autocast
     # where the hardware has bf16 matrix units (weights and optimizer state stay float32)
     dtype: Literal["auto", "float32", "bfloat16"] = "auto"

@@ -57,6 +57,10 @@ REGISTRY: tuple[MethodSpec, ...] = (
                "documents, AG reads them (MMOA-RAG's rebuild: only the bridge trained)",
                "static:bgm", ("DS", "AG"), ("DS",), "final",
                paper="BGM (Ke et al., 2024), as MMOA-RAG S5.1.3 rebuilt it"),
+    MethodSpec("adaptive-rag", "a classifier routes each question to no retrieval, one "
+               "retrieval (vanilla) or multi-step retrieval (ircot)", "adaptive:adaptive_rag",
+               ("adaptive.classify", "AG", "ircot"), ("adaptive.classify",), "final",
+               sft_recipes=("adaptive",), paper="Adaptive-RAG (Jeong et al., 2024)"),
     MethodSpec("mao-arag", "the planner loop; executors may run on another backend",
                "planner:mao_arag", _PLANNER_TEAM, ("planner",), "mao-arag",
                sft_recipes=("answers",), paper="MAO-ARAG (Chen et al., 2025)"),

@@ -59,6 +59,8 @@ def check_contract(name: str, p: Parsed, ctx: dict) -> None:
         assert all(isinstance(q, str) and isinstance(a, str) and q and a for q, a in v["pairs"])
     elif name == "mask.search":
         assert v == {"end": True} or (set(v) == {"query"} and v["query"].strip())
+    elif name == "adaptive.classify":
+        assert v in ("", "A", "B", "C") and (bool(v) == p.valid)
     elif name == "search-r1":
         assert set(v) == {"action", "content"} and isinstance(v["content"], str)
         assert v["action"] in ("search", "answer", None)

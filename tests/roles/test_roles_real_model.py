@@ -38,6 +38,7 @@ def _calls(question, docs):
              ("What government position did Shirley Temple hold?", "Chief of Protocol")]
     return [
         ("planner", {"question": question}, {}),
+        ("adaptive.classify", {"question": question}, {}),
         ("QR", {"question": "What position did this actress hold?", "context": pairs[:1]},
          {"question": "What position did this actress hold?"}),
         ("QDS", {"question": question}, {}),

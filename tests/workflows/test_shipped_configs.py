@@ -14,6 +14,7 @@ from marag.workflows import Context, run_method
 
 CONFIGS = sorted((Path(__file__).resolve().parents[2] / "configs").glob("*.yaml"))
 REPLIES = {
+    "adaptive.classify": "<label>B</label>",
     "planner": "<workflow>QR, R, DS, AG</workflow>", "QR": "<query>nationality</query>",
     "QDS": "<q1>a?</q1>", "QDP": "<q1>a?</q1>", "DS": "<id>0</id>",
     "AG": "<answer>yes</answer>", "AS": "<answer>yes</answer>", "mmoa.QR": "<q1>a?</q1>",

@@ -80,6 +80,11 @@ def run(args: argparse.Namespace) -> int:
             return 2
         examples = sft.examples_from_traces(traces, cfg.roles, cfg.min_f1)
         ctx = build_context(config, with_retriever=False, purpose="training")
+    elif args.plans and config.method.name == "adaptive-rag":
+        code, examples = _adaptive_examples(args, config, banned)
+        if code:
+            return code
+        ctx = build_context(config, with_retriever=False, purpose="training")
     elif args.plans:
         from marag.roles import role_for
 
@@ -206,3 +211,30 @@ def record(out: Path, config: Any, examples: list[Any]) -> None:
     counts = {r: sum(e.role == r for e in examples) for r in sorted({e.role for e in examples})}
     (out / "run.json").write_text(json.dumps(run_info(examples=counts), indent=1) + "\n",
                                   encoding="utf-8")
+
+
+def _adaptive_examples(args: argparse.Namespace, config: Any, banned: set[str]
+                       ) -> tuple[int, list[Any]]:
+    """``--method adaptive-rag --plans A=FILE B=FILE C=FILE``: Adaptive-RAG's silver labels
+    from runs of llm-only (A), vanilla (B) and ircot (C) on the training questions."""
+    from marag.roles import role_for
+    from marag.train.adaptive_labels import examples_adaptive
+    from marag.types import Trace, read_jsonl
+
+    runs = {}
+    for item in args.plans:
+        label, sep, path = item.partition("=")
+        if not sep or label.strip() not in ("A", "B", "C") or not path:
+            print(f"marag sft: adaptive-rag wants --plans A=FILE B=FILE C=FILE (llm-only, "
+                  f"vanilla, ircot runs), got {item!r}", file=sys.stderr)
+            return 2, []
+        try:
+            runs[label.strip()] = [t for t in read_jsonl(path, Trace) if t.id not in banned]
+        except (OSError, ValueError) as e:
+            print(f"marag sft: --plans {label.strip()}: {e}", file=sys.stderr)
+            return 2, []
+    m = config.method
+    classifier = role_for("adaptive.classify", m.prompts, m.name)
+    examples, tally = examples_adaptive(runs, classifier, config.sft.min_f1)
+    print("silver labels: " + ", ".join(f"{k} {v}" for k, v in tally.items()))
+    return 0, examples

@@ -31,6 +31,8 @@ RUNNABLE: dict[str, tuple[str, str | None]] = {
     "rrr": ("rrr", "rrr"),
     "bgm": ("bgm", "bgm"),
     "retrobust": ("vanilla", "retrobust"),
+    "adaptive-rag": ("adaptive-rag", "adaptive-rag"),
+    "ircot": ("ircot", None),
     "mao-arag-untrained": ("mao-arag", None),
     "mao-arag": ("mao-arag", "mao-arag"),
     "jade-untrained": ("jade", None),
@@ -42,8 +44,6 @@ RUNNABLE: dict[str, tuple[str, str | None]] = {
 NOT_BUILT: dict[str, str] = {
     "self-rag": "Self-RAG needs its released checkpoints (reflection tokens), which cannot be "
                 "had here; its inference protocol is not built yet",
-    "adaptive-rag": "Adaptive-RAG's complexity classifier and routing are not built yet",
-    "ircot": "IRCoT (interleaved chain-of-thought retrieval) is not built yet",
     "search-o1": "Search-o1's agentic search with reason-in-documents is not built yet",
     "deepnote": "DeepNote's note-centric adaptive retrieval is not built yet",
 }

@@ -8,6 +8,7 @@ from collections.abc import Mapping
 
 from marag.config import Config, ConfigError
 from marag.roles import (
+    adaptive,
     answer,
     decompose,
     ircot,
@@ -43,6 +44,7 @@ ROLES: dict[str, Role] = {
         mask.UPDATE,
         mask.ANSWER,
         search_r1.ROLE,
+        adaptive.ROLE,
         ircot.ROLE,
     )
 }
