@@ -334,6 +334,10 @@ class TrainConfig(Section):
     # what scoring, updates and local rollouts compute in (weights and optimizer state stay
     # as loaded, logits float32): auto = bfloat16 autocast where the CPU/GPU has bf16 units
     dtype: Literal["auto", "float32", "bfloat16"] = "auto"
+    # updates keep one decoder layer's activations, not all, and run each layer's forward
+    # again in the backward pass (about a third more update time; same losses and
+    # gradients); for large models or long sequences (docs/training.md, "Memory")
+    gradient_checkpointing: bool = False
     seed: int = 0
     save_every: int = Field(1, ge=1)
     eval_every: int = Field(0, ge=0)  # 0: no periodic held-out evaluation

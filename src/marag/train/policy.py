@@ -1,20 +1,28 @@
 """The trainable policy: the shared backbone (with LoRA or in full) plus a value head.
 
 ``PolicyValue`` is one ``nn.Module`` so that ``accelerate`` can wrap it whole (DDP, FSDP):
-its ``forward`` runs the backbone once over left-padded sequences and returns, for the last
-``keep`` positions, the logits and the value estimates from the final hidden state. Only
-those positions pay for the vocabulary projection, which matters: prompts are hundreds of
-tokens, responses a handful.
+its ``forward`` runs the backbone once over left-padded sequences and returns, for the
+response tokens among the last ``keep`` positions, their log-probabilities (and entropies)
+and the value estimates from the final hidden state. Only those positions pay for the
+vocabulary projection, which matters: prompts are hundreds of tokens, responses a handful.
+
+The vocabulary projection runs ``score_chunk`` positions at a time, in the output head's own
+dtype (no float32 copy of the head), each chunk's logits upcast to float32 for the softmax;
+with gradients on and more than one chunk, each chunk is recomputed in the backward pass
+instead of kept, so a micro-batch holds one chunk's float32 logits, not ``tokens x vocab``
+of them (at Qwen2.5's 152k vocabulary: 0.6 MB a token and tensor).
 """
 
 from __future__ import annotations
 
 import logging
+from dataclasses import dataclass
 from pathlib import Path
-from typing import Any
+from typing import Any, NamedTuple
 
 import torch
 from torch import nn
+from torch.utils.checkpoint import checkpoint
 
 from marag.config import LoraConfig
 from marag.train.experience import SharedPrompts
@@ -22,6 +30,34 @@ from marag.train.experience import SharedPrompts
 log = logging.getLogger(__name__)
 
 VALUE_HEAD = "value_head.pt"
+
+# positions whose vocabulary logits exist at once when scoring: each float32 [chunk, vocab]
+# tensor is 311 MB at Qwen2.5's 152k vocabulary (see docs/training.md, "Memory")
+SCORE_CHUNK = 512
+
+
+@dataclass
+class Targets:
+    """What a forward pass scores, per response token: ``ids`` [B, T] the sampled tokens
+    (right-aligned), ``pad`` [B, T] True left of a shorter response, each row's sampling
+    ``temperature`` [B] and allowed tokens (a bool vocabulary mask, or None for all), whether
+    to compute the ``entropy``, and ``chunk`` positions at a time (None: the module's own
+    ``score_chunk``)."""
+
+    ids: torch.Tensor
+    pad: torch.Tensor
+    temperature: torch.Tensor
+    allowed: list[torch.Tensor | None]
+    entropy: bool = False
+    chunk: int | None = None
+
+
+class Scores(NamedTuple):
+    """Per response token [B, T], float32: log-probability of the sampled token, entropy
+    (None unless asked for); 0 at padded positions."""
+
+    logp: torch.Tensor
+    entropy: torch.Tensor | None
 
 
 class PolicyValue(nn.Module):
@@ -32,12 +68,16 @@ class PolicyValue(nn.Module):
     the same hidden states with the gradient stopped, so the value loss trains the head only
     and the adapter learns from the policy loss alone."""
 
-    def __init__(self, backbone: nn.Module, hidden_size: int, critic: str = "shared") -> None:
+    def __init__(self, backbone: nn.Module, hidden_size: int, critic: str = "shared",
+                 score_chunk: int = SCORE_CHUNK) -> None:
         super().__init__()
         if critic not in ("shared", "detached"):
             raise ValueError(f"unknown critic {critic!r}")
+        if score_chunk < 1:
+            raise ValueError(f"score_chunk {score_chunk} < 1")
         self.backbone = backbone  # a transformers causal LM, possibly peft-wrapped
         self.critic = critic
+        self.score_chunk = score_chunk
         self.value_head = nn.Linear(hidden_size, 1)
         nn.init.zeros_(self.value_head.weight)
         nn.init.zeros_(self.value_head.bias)
@@ -48,21 +88,26 @@ class PolicyValue(nn.Module):
         return b.get_base_model() if hasattr(b, "get_base_model") else b
 
     def forward(self, input_ids: torch.Tensor, attention_mask: torch.Tensor, keep: int,
-                with_values: bool = True, shared: SharedPrompts | None = None
-                ) -> tuple[torch.Tensor, torch.Tensor | None]:
-        """``input_ids``/``attention_mask`` [B, L], left-padded. Returns ``logits`` [B, keep, V]
-        (float32) and ``values`` [B, keep] (None without ``with_values``) at positions
-        ``L-keep-1 .. L-2``: the predictions of the last ``keep`` tokens. With ``shared`` the
-        rows come from it instead (each distinct prompt run once) and the inputs are unused."""
+                with_values: bool = True, shared: SharedPrompts | None = None,
+                targets: Targets | None = None
+                ) -> tuple[Scores | torch.Tensor, torch.Tensor | None]:
+        """``input_ids``/``attention_mask`` [B, L], left-padded. Returns the ``Scores`` of
+        ``targets`` (the last ``keep`` tokens, [B, keep]) and ``values`` [B, keep] (None
+        without ``with_values``) at positions ``L-keep-1 .. L-2``, the ones predicting them.
+        Without ``targets``, the float32 logits [B, keep, V] over the whole vocabulary in
+        place of the scores (memory: ``keep`` x V x 4 bytes a row). With ``shared`` the rows
+        come from it instead (each distinct prompt run once) and the inputs are unused."""
         hidden = (last_hidden(self.causal_lm(), input_ids, attention_mask, keep)
                   if shared is None else shared_last_hidden(self.causal_lm(), shared, keep))
-        logits = lm_logits(self.causal_lm(), hidden)
+        scores = (lm_logits(self.causal_lm(), hidden) if targets is None else
+                  token_scores(self.causal_lm(), hidden, targets,
+                               targets.chunk or self.score_chunk))
         if not with_values:
-            return logits, None
+            return scores, None
         h = hidden.detach() if self.critic == "detached" else hidden
         with _no_autocast(h):
             values = self.value_head(h.float()).squeeze(-1)
-        return logits, values
+        return scores, values
 
 
 def last_hidden(lm: nn.Module, input_ids: torch.Tensor, attention_mask: torch.Tensor,
@@ -106,14 +151,16 @@ def shared_last_hidden(lm: nn.Module, b: SharedPrompts, keep: int) -> torch.Tens
 
 
 def lm_logits(lm: nn.Module, hidden: torch.Tensor) -> torch.Tensor:
-    """The vocabulary logits the model itself would give, in float32 even under autocast:
-    its output head, then the model's own ``logit_scale`` (Cohere) and
-    ``final_logit_softcapping`` (Gemma 2) when its config has them, as its forward does."""
+    """The vocabulary logits the model itself would give, as float32: its output head in the
+    head's own dtype (autocast off: a float32 head computes in float32, a bfloat16 one in
+    bfloat16 as the model's own forward and the decoder do, and neither is copied), upcast,
+    then the model's own ``logit_scale`` (Cohere) and ``final_logit_softcapping`` (Gemma 2)
+    when its config has them, as its forward does. ``hidden`` [..., H]: callers pass a chunk
+    of positions at a time (``token_scores``)."""
     head = lm.get_output_embeddings()
     with _no_autocast(hidden):
         weight = head.weight
-        logits = torch.nn.functional.linear(hidden.float(), weight.float(),
-                                            None if head.bias is None else head.bias.float())
+        logits = torch.nn.functional.linear(hidden.to(weight.dtype), weight, head.bias).float()
     cfg = getattr(lm, "config", None)
     scale = getattr(cfg, "logit_scale", None)
     if scale not in (None, 1, 1.0):
@@ -124,6 +171,59 @@ def lm_logits(lm: nn.Module, hidden: torch.Tensor) -> torch.Tensor:
     return logits
 
 
+def token_scores(lm: nn.Module, hidden: torch.Tensor, t: Targets, chunk: int) -> Scores:
+    """``Scores`` of ``t`` from the final hidden states [B, T, H] that predict its tokens:
+    log-probabilities under each row's temperature and allowed tokens, as the decoder drew
+    them, and entropies. Only the response positions are scored, ``chunk`` at a time;
+    with gradients on and more than one chunk each chunk is recomputed in the backward pass
+    (``torch.utils.checkpoint``) so that only its hidden states are kept."""
+    n_rows, width = t.ids.shape
+    rows, cols = (~t.pad).nonzero(as_tuple=True)
+    if rows.numel() == 0:  # nothing to score (a dummy pass): one position keeps the head in
+        rows, cols = rows.new_zeros(1), cols.new_full((1,), width - 1)  # the graph; zeroed
+    h, ids = hidden[rows, cols], t.ids[rows, cols]
+    temps = t.temperature.to(device=hidden.device, dtype=torch.float32)[rows]
+    masks = None
+    if any(m is not None for m in t.allowed):
+        size = next(m for m in t.allowed if m is not None).shape[-1]
+        full = torch.ones(size, dtype=torch.bool, device=hidden.device)
+        masks = torch.stack([full if m is None else m.to(hidden.device) for m in t.allowed])
+
+    def score(h: torch.Tensor, ids: torch.Tensor, temps: torch.Tensor,
+              allow: torch.Tensor | None) -> tuple[torch.Tensor, torch.Tensor | None]:
+        logits = lm_logits(lm, h) / temps[:, None]
+        if allow is not None:
+            logits = logits.masked_fill(~allow, float("-inf"))
+        logp_all = torch.log_softmax(logits, dim=-1)
+        logp = logp_all.gather(-1, ids[:, None]).squeeze(-1)
+        if not t.entropy:
+            return logp, None
+        from marag.train.core import entropy as entropy_of
+
+        return logp, entropy_of(logp_all)
+
+    n = h.shape[0]
+    recompute = n > chunk and torch.is_grad_enabled() and h.requires_grad
+    logps, ents = [], []
+    for s in range(0, n, chunk):
+        part = slice(s, s + chunk)
+        args = (h[part], ids[part], temps[part], None if masks is None else masks[rows[part]])
+        if recompute:
+            logp, ent = checkpoint(score, *args, use_reentrant=False, preserve_rng_state=False)
+        else:
+            logp, ent = score(*args)
+        logps.append(logp)
+        ents.append(ent)
+
+    def placed(values: list[torch.Tensor]) -> torch.Tensor:
+        # padded positions are exact zeros (the pad token may lie outside the allowed
+        # tokens: an infinite value anywhere in the graph makes the gradient NaN)
+        out = hidden.new_zeros((n_rows, width), dtype=torch.float32)
+        return out.index_put((rows, cols), torch.cat(values)).masked_fill(t.pad, 0.0)
+
+    return Scores(placed(logps), placed(ents) if t.entropy else None)
+
+
 def _no_autocast(t: torch.Tensor) -> Any:
     return torch.autocast(t.device.type, enabled=False)
 
@@ -132,16 +232,19 @@ class ReferenceLM(nn.Module):
     """The frozen reference of full fine-tuning: the starting weights' logits, no values (a
     reference needs none, so it builds no value head)."""
 
-    def __init__(self, lm: nn.Module) -> None:
+    def __init__(self, lm: nn.Module, score_chunk: int = SCORE_CHUNK) -> None:
         super().__init__()
         self.lm = lm
+        self.score_chunk = score_chunk
 
     def forward(self, input_ids: torch.Tensor, attention_mask: torch.Tensor, keep: int,
-                with_values: bool = False, shared: SharedPrompts | None = None
-                ) -> tuple[torch.Tensor, None]:
+                with_values: bool = False, shared: SharedPrompts | None = None,
+                targets: Targets | None = None) -> tuple[Scores | torch.Tensor, None]:
         hidden = (last_hidden(self.lm, input_ids, attention_mask, keep) if shared is None
                   else shared_last_hidden(self.lm, shared, keep))
-        return lm_logits(self.lm, hidden), None
+        if targets is None:
+            return lm_logits(self.lm, hidden), None
+        return token_scores(self.lm, hidden, targets, targets.chunk or self.score_chunk), None
 
 
 def hidden_size(model: nn.Module) -> int:
@@ -252,30 +355,36 @@ def load_value_head(policy: PolicyValue, src: str | Path) -> None:
 
 
 def token_stats(module: nn.Module, batch: Any, allowed: list[torch.Tensor | None],
-                entropy: bool = False, with_values: bool = True
+                entropy: bool = False, with_values: bool = True, chunk: int | None = None
                 ) -> tuple[torch.Tensor, torch.Tensor | None, torch.Tensor | None]:
     """Per response token: logprob under the step's own sampling temperature and allowed
     tokens (as the decoder drew it), entropy (optional) and value (optional). ``module`` is
     a ``PolicyValue`` (possibly wrapped by accelerate) or a ``ReferenceLM``; ``batch`` an
-    ``experience.Batch``; ``allowed[i]`` a bool vocabulary mask or None. Shapes: [B, T] each.
+    ``experience.Batch``; ``allowed[i]`` a bool vocabulary mask or None; ``chunk`` positions
+    whose logits exist at once (None: the module's ``score_chunk``). Shapes: [B, T] each.
 
     Padded positions (left of a shorter response) get logprob 0 and entropy 0: the pad token
     may lie outside the allowed tokens (logprob -inf there), and an infinite value anywhere
     in the graph makes the gradient NaN even where a mask multiplies it away."""
-    logits, values = module(batch.input_ids, batch.attention_mask, batch.keep,
-                            with_values=with_values, shared=batch.shared)
-    logits = logits / batch.temperature[:, None, None]
-    if any(m is not None for m in allowed):
-        rows = [lg if m is None else lg.masked_fill(~m, float("-inf"))
-                for lg, m in zip(logits, allowed)]
-        logits = torch.stack(rows)
-    pad = batch.mask == 0
-    logp_all = torch.log_softmax(logits, dim=-1)
-    logp = logp_all.gather(-1, batch.response_ids.unsqueeze(-1)).squeeze(-1)
-    logp = logp.masked_fill(pad, 0.0)
-    ent = None
-    if entropy:
-        from marag.train.core import entropy as entropy_of
+    targets = Targets(ids=batch.response_ids, pad=batch.mask == 0,
+                      temperature=batch.temperature, allowed=list(allowed), entropy=entropy,
+                      chunk=chunk)
+    scores, values = module(batch.input_ids, batch.attention_mask, batch.keep,
+                            with_values=with_values, shared=batch.shared, targets=targets)
+    return scores.logp, scores.entropy, values
 
-        ent = entropy_of(logp_all).masked_fill(pad, 0.0)
-    return logp, ent, values
+
+def enable_gradient_checkpointing(model: nn.Module) -> None:
+    """``train.gradient_checkpointing``: each decoder layer of ``model`` (the transformers
+    model under any peft wrapper) keeps only its input in the forward pass and runs again in
+    the backward one (non-reentrant ``torch.utils.checkpoint``): the activations of one
+    layer instead of all, for about one more forward pass of compute. Only passes that
+    build a graph (updates) checkpoint; scoring and decoding run as before. The input
+    embeddings' output is made to require grad (transformers does it itself from 5.x), as
+    LoRA over a frozen embedding needs under reentrant checkpointing (harmless here)."""
+    kwargs = {"use_reentrant": False}
+    if hasattr(model, "activation_checkpointing_enable"):  # transformers 5
+        model.activation_checkpointing_enable(activation_checkpointing_kwargs=kwargs)
+    else:
+        model.gradient_checkpointing_enable(gradient_checkpointing_kwargs=kwargs)
+        model.enable_input_require_grads()

@@ -42,6 +42,7 @@ from marag.train.logbook import Logbook
 from marag.train.policy import (
     PolicyValue,
     attach_lora,
+    enable_gradient_checkpointing,
     full_trainable,
     hidden_size,
     load_value_head,
@@ -207,6 +208,12 @@ class Trainer:
                 p.requires_grad_(True)
             backbone = model
         self.reference = reference
+        if cfg.gradient_checkpointing:
+            if cfg.share_prompts:  # the layers' replay would drop the prompts' keys and values
+                raise TrainError("train.gradient_checkpointing and train.share_prompts do not "
+                                 "go together (the shared prompts' keys and values are a cache, "
+                                 "which checkpointed layers drop); set one of them false")
+            enable_gradient_checkpointing(model)
         self.policy = PolicyValue(backbone, hidden_size(model), critic=cfg.critic).to(model.device)
         adapters = self.backend.adapters  # folders, with short names resolved
         if adapters:  # a critic trained with the last adapter starts from its value head
