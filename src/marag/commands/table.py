@@ -87,10 +87,10 @@ def run(args: argparse.Namespace) -> int:
             if p.row.method not in wanted and p.method is not None:
                 p.method, p.reason = None, "not asked for (--rows)"
     data = _data_dir(args.data)
-    files = {d: find_dataset(data, d) for d in table.datasets}
-    datasets = [d for d in table.datasets if files[d] is not None]
+    files = {d: find_dataset(data, d) for d in table.question_sets}
+    datasets = [d for d in table.question_sets if files[d] is not None]
     if not datasets:
-        print(f"marag table: none of {', '.join(table.datasets)} found in {data} "
+        print(f"marag table: none of {', '.join(table.question_sets)} found in {data} "
               "(marag data get NAME, or --data DIR)", file=sys.stderr)
         return 2
     ids = None

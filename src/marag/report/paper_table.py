@@ -39,12 +39,12 @@ RUNNABLE: dict[str, tuple[str, str | None]] = {
     "jade": ("jade", "jade"),
     "m-ask": ("m-ask", "m-ask"),
     "search-r1": ("search-r1", "search-r1"),
+    "search-o1": ("search-o1", None),  # prompting only, as the papers ran it
 }
 # rows marag does not run yet, each with its one-line reason
 NOT_BUILT: dict[str, str] = {
     "self-rag": "Self-RAG needs its released checkpoints (reflection tokens), which cannot be "
                 "had here; its inference protocol is not built yet",
-    "search-o1": "Search-o1's agentic search with reason-in-documents is not built yet",
     "deepnote": "DeepNote's note-centric adaptive retrieval is not built yet",
 }
 # the trained adapters marag's own runs committed, per model and kind (marag.llm.trained)
@@ -80,6 +80,11 @@ class PaperTable:
     @property
     def metrics(self) -> list[str]:
         return list(self.setting.get("metrics") or ["f1"])
+
+    @property
+    def question_sets(self) -> list[str]:
+        """The dataset columns (the printed averages, ``avg*``, are not datasets)."""
+        return [d for d in self.datasets if not d.startswith("avg")]
 
 
 def known_papers() -> list[str]:
@@ -235,7 +240,7 @@ def render(table: PaperTable, plans: Sequence[RowPlan], cells: Mapping[tuple[str
                             *("" if c is None else round(c.cost.get(k, 0.0), 3) for k in
                               ("llm_calls", "total_tokens", "retrieval_calls", "seconds")),
                             "" if c is None else c.error])
-    missing = [d for d in table.datasets if d not in datasets]
+    missing = [d for d in table.question_sets if d not in datasets]
     if missing:
         md.write(f"\nNot run (no questions file found): {', '.join(missing)}.\n")
     if table.setting.get("notes"):
