@@ -205,7 +205,9 @@ class RewardConfig(Section):
     kind: Literal["auto", "jade", "mao-arag", "mmoa-rag", "m-ask", "search-r1", "final"] = "auto"
     # jade (Eq. 6-8): -format_penalty per malformed step; the last step also gets
     # F1 - alpha*min(T/rounds_max, 1) - beta*min(N_ret/retrievals_max, 1)
-    format_penalty: float = Field(1.0, ge=0)
+    # None: the method's paper's value: 1 for jade (Eq. 7) and mao-arag (Eq. 5), 0 for m-ask
+    # (its reward has none), 1 for final (marag's)
+    format_penalty: float | None = Field(None, ge=0)
     alpha: float = Field(0.0, ge=0)
     beta: float = Field(0.0, ge=0)
     rounds_max: int = Field(3, ge=1)

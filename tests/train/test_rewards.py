@@ -319,10 +319,27 @@ def test_mask_plan_answer_is_a0():
 
 def test_mask_final_only_ablation():
     t = mask_trace(["red banana", "apple pear", "red apple"], invalid=frozenset({8}))
-    r = mask_rewards(t, RewardConfig(final_only=True))
+    r = mask_rewards(t, RewardConfig(final_only=True, format_penalty=1.0))
     expected = [None if s.role == "R" else 1.0 for s in t.steps]
-    expected[8] = 0.0  # F1 1 minus the format penalty
+    expected[8] = 0.0  # F1 1 minus marag's format penalty, set explicitly
     assert r == approx(expected)
+    # unset, the penalty is M-ASK's: none
+    r = mask_rewards(t, RewardConfig(final_only=True))
+    assert r == approx([None if s.role == "R" else 1.0 for s in t.steps])
+
+
+def test_unset_format_penalty_is_the_papers_value():
+    # M-ASK's reward has no format penalty (S3.3); JADE's r_format (Eq. 7) and MAO-ARAG's
+    # R_FP (Eq. 5) are 1, and marag's outcome-only kind keeps 1
+    assert RewardConfig().format_penalty is None
+    t = mask_trace(["red banana", "apple pear", "red apple"], invalid=frozenset({8, 16}))
+    assert mask_rewards(t, RewardConfig()) == approx(
+        mask_rewards(t, RewardConfig(format_penalty=0.0)))
+    assert mask_rewards(t, RewardConfig())[8] == pytest.approx(0.0)
+    steps = [llm("planner", valid=False), ret(), llm("AG")]
+    assert jade_rewards(scored("jade", steps, 0.5), RewardConfig())[0] == pytest.approx(-1.0)
+    assert step_rewards(scored("vanilla", steps, 0.5), RewardConfig(kind="final"))[0] == (
+        pytest.approx(-1.0))
 
 
 def test_mask_inference_trace_shares_the_gain_across_unanswered_turns():

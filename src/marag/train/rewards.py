@@ -10,10 +10,11 @@ The final answer's F1 is ``trace.metrics["f1"]`` as the engine scored it; a trac
 ``status="failed"`` scores F1 = 0 whatever its metrics say. A trace without golden answers,
 or an unfailed one that was never scored, is a ValueError: nothing can be rewarded.
 
-``RewardConfig.format_penalty`` (default 1) is the size of the format penalty of JADE
-(r_format, Eq. 7) and MAO-ARAG (R_FP, Eq. 5), both 1 in the papers. M-ASK's reward has no
-format penalty: for ``m-ask`` (and the outcome-only ``final`` kind) it is marag's own option,
-0 in the M-ASK presets. MMOA-RAG's penalties are per role (``qr_penalty``, ``ds_penalty``,
+``RewardConfig.format_penalty`` is the size of the format penalty of JADE (r_format, Eq. 7)
+and MAO-ARAG (R_FP, Eq. 5), both 1 in the papers. M-ASK's reward has no format penalty: for
+``m-ask`` (and the outcome-only ``final`` kind) it is marag's own option. Unset (None) it is
+the paper's value for the reward kind: 1 for ``jade`` and ``mao-arag``, 0 for ``m-ask``, 1 for
+``final`` (marag's). MMOA-RAG's penalties are per role (``qr_penalty``, ``ds_penalty``,
 ``ag_penalty``) and do not use it.
 """
 
@@ -117,7 +118,7 @@ def mao_arag_rewards(trace: Trace, cfg: RewardConfig) -> Rewards:
         else:
             workflow = _planner_workflow(trace, s)
             cost = mao_arag_workflow_cost(workflow, _node(trace, s), cfg)
-            out.append(f1 - cfg.alpha * cost - (0.0 if s.valid else cfg.format_penalty))
+            out.append(f1 - cfg.alpha * cost - (0.0 if s.valid else _penalty(cfg, 1.0)))
     return out
 
 
@@ -183,8 +184,8 @@ def mask_rewards(trace: Trace, cfg: RewardConfig) -> Rewards:
     * a ``mask.search`` that ended the loop (``<end>``, or an output with neither tag): 0
       (S3.3; Algorithm 1 line 16).
 
-    M-ASK has no format penalty. ``format_penalty`` > 0 subtracts marag's own penalty from
-    every malformed step (``valid is False``); the M-ASK presets set it to 0.
+    M-ASK has no format penalty, so unset (None) ``format_penalty`` is 0 here; a value > 0
+    subtracts marag's own penalty from every malformed step (``valid is False``).
 
     a_t is the answer to the state after turn t. Training runs the answer role every turn
     (``method.answer_every_turn``); an inference trace answers once, after the last turn.
@@ -201,7 +202,7 @@ def mask_rewards(trace: Trace, cfg: RewardConfig) -> Rewards:
     f1 = final_f1(trace)
     steps = trace.steps
     if cfg.final_only:
-        return [None if r is None else r + f1 for r in _format_only(steps, cfg)]
+        return [None if r is None else r + f1 for r in _format_only(steps, cfg, 0.0)]
     golds = trace.golden_answers
     plan = next((s for s in steps if s.role == "mask.plan"), None)
     s0 = f1_score(_plan_answer(plan), golds) if plan is not None else 0.0
@@ -226,7 +227,7 @@ def mask_rewards(trace: Trace, cfg: RewardConfig) -> Rewards:
             r = gains.get(s.turn, 0.0) if s.role != "mask.search" or _is_query(s) else 0.0
         else:
             r = 0.0
-        out.append(r - (0.0 if s.valid else cfg.format_penalty))
+        out.append(r - (0.0 if s.valid else _penalty(cfg, 0.0)))
     return out
 
 
@@ -265,8 +266,14 @@ PAPER_REWARDS: dict[str, Callable[[Trace, RewardConfig], Rewards]] = {
 # ----------------------------------------------------------------------------- helpers
 
 
-def _format_only(steps: Sequence[Step], cfg: RewardConfig) -> Rewards:
-    return [None if not s.is_llm else (0.0 if s.valid else -cfg.format_penalty) for s in steps]
+def _format_only(steps: Sequence[Step], cfg: RewardConfig, paper: float = 1.0) -> Rewards:
+    penalty = _penalty(cfg, paper)
+    return [None if not s.is_llm else (0.0 if s.valid else -penalty) for s in steps]
+
+
+def _penalty(cfg: RewardConfig, paper: float) -> float:
+    """``cfg.format_penalty``, or ``paper`` (the method's paper's value) when it is unset."""
+    return paper if cfg.format_penalty is None else cfg.format_penalty
 
 
 def _last_llm(steps: Sequence[Step]) -> int | None:
