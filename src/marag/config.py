@@ -166,6 +166,12 @@ class MethodConfig(Section):
     # the searching turns before the last call, which must answer (the paper's 4)
     search_top_k: int = Field(3, ge=1)
     search_turns: int = Field(4, ge=0)
+    # search-o1: passages per search (the authors' top-10), searches allowed before a query
+    # is refused (their 10 for multi-hop QA, 5 for NQ/TriviaQA) and reasoning calls at most
+    # (their MAX_TURN 15)
+    search_o1_top_k: int = Field(10, ge=1)
+    search_o1_max_searches: int = Field(10, ge=0)
+    search_o1_max_turns: int = Field(15, ge=1)
     # adaptive-rag: the strategy run when the classifier's label is unreadable (B: one
     # retrieval, the plain RAG); its decoding is restricted to A/B/C like the planner's
     # (constrained_planner)

@@ -73,6 +73,11 @@ REGISTRY: tuple[MethodSpec, ...] = (
                "<information> and answers in <answer>", "search_r1:search_r1",
                ("search-r1",), ("search-r1",), "search-r1", sequences="trajectory",
                paper="Search-R1 (Jin et al., 2025)"),
+    MethodSpec("search-o1", "a reasoning model searches mid-thought between "
+               "<|begin_search_query|> markers; a Reason-in-Documents call condenses the top "
+               "documents into the reasoning; the answer in \\boxed{}", "search_o1:search_o1",
+               ("search-o1", "search-o1.rid"), ("search-o1", "search-o1.rid"), "final",
+               paper="Search-o1 (Li et al., 2025)"),
     MethodSpec("ircot", "retrieve for the question, then one chain-of-thought sentence at a "
                "time, each sentence retrieving more paragraphs, until 'So the answer is:'",
                "ircot:ircot", ("ircot",), ("ircot",), "final",

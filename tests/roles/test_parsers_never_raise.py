@@ -18,6 +18,8 @@ FRAGMENTS = [
     "<workflow>", "</workflow>", "R, DS, AG", "QDS", "QDP", "XX", "<query>", "0", "12", " ",
     "\n", "\t", "é", "日本", "🙂", "\x00", "<", ">", "/", "unknown", "τ_1", "<q99999999>",
     "**", "RA", "AS", "1. ", "- ", '"',
+    "<|begin_search_query|>", "<|end_search_query|>", "\\boxed{", "}", "\\text{", "(",
+    "**Final Information**",
 ]
 fragment_text = st.lists(st.sampled_from(FRAGMENTS) | st.text(max_size=5), max_size=40).map("".join)
 CONTEXT = {
@@ -61,10 +63,12 @@ def check_contract(name: str, p: Parsed, ctx: dict) -> None:
         assert v == {"end": True} or (set(v) == {"query"} and v["query"].strip())
     elif name == "adaptive.classify":
         assert v in ("", "A", "B", "C") and (bool(v) == p.valid)
-    elif name == "search-r1":
+    elif name in ("search-r1", "search-o1"):
         assert set(v) == {"action", "content"} and isinstance(v["content"], str)
         assert v["action"] in ("search", "answer", None)
         assert not p.valid or (v["action"] is not None and v["content"].strip())
+    elif name == "search-o1.rid":
+        assert isinstance(v, str) and v.strip()
     elif name == "ircot":
         assert set(v) == {"sentence", "answer"} and isinstance(v["sentence"], str)
         assert isinstance(v["answer"], str) if ctx.get("reader") else \
@@ -106,6 +110,7 @@ HUGE = [
     "<id>x" + " " * 200_000 + "x",
     "<answer>" + "word " * 100_000,
     "<a" + "b" * 200_000,
+    "\\boxed{" * 30_000 + "<|begin_search_query|>" * 30_000 + "<|end_search_query|>",
 ]
 
 

@@ -61,6 +61,13 @@ def _calls(question, docs):
                                      "Archer Kiss and Tell </search>\n\n<information>Doc 1(Title: "
                                      "Kiss and Tell) Shirley Temple played Corliss Archer."
                                      "</information>\n\n"}, {}),
+        ("search-o1", {"question": question,
+                       "transcript": "I need the actress first.\n<|begin_search_query|>Corliss "
+                                     "Archer Kiss and Tell<|end_search_query|>\n\n"
+                                     "<|begin_search_result|>Shirley Temple played Corliss Archer."
+                                     "<|end_search_result|>\n\n"}, {}),
+        ("search-o1.rid", {"prev_reasoning": "Step 1: I need the actress first.",
+                           "query": "Corliss Archer Kiss and Tell", "docs": docs[:2]}, {}),
         ("ircot", {"question": question, "docs": docs,
                    "thoughts": ["Corliss Archer in Kiss and Tell was played by Shirley Temple."]},
          {}),

@@ -37,7 +37,8 @@ class Role:
     The parser reads prefix + completion. Elsewhere the prompt's instructions alone ask for it.
 
     ``closes_stop``: backends drop the stop string from a reply (as OpenAI's API does); a role
-    that needs it (Search-R1's turns, continued as one text) gets the closing tag put back.
+    that needs it (Search-R1's turns, Search-o1's queries: continued as one text) gets the
+    closing tag or marker put back.
     """
 
     name: str

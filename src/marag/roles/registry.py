@@ -19,6 +19,7 @@ from marag.roles import (
     paper_select,
     planner,
     rewrite,
+    search_o1,
     search_r1,
     select,
 )
@@ -44,6 +45,8 @@ ROLES: dict[str, Role] = {
         mask.UPDATE,
         mask.ANSWER,
         search_r1.ROLE,
+        search_o1.ROLE,
+        search_o1.RID_ROLE,
         adaptive.ROLE,
         ircot.ROLE,
     )

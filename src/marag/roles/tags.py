@@ -89,15 +89,25 @@ def strip_tags(text: str) -> str:
     return " ".join(_TAG.sub(" ", text).split()) if isinstance(text, str) else ""
 
 
+def opening_of(stop: str) -> str | None:
+    """The opening that a closing stop string ends: ``<x>`` for ``</x>``, and
+    ``<|begin_x|>`` for ``<|end_x|>`` (Search-o1's markers); None for any other string."""
+    if stop.startswith("</") and stop.endswith(">"):
+        return "<" + stop[2:]
+    if stop.startswith("<|end_") and stop.endswith("|>") and len(stop) > 8:
+        return "<|begin_" + stop[6:]
+    return None
+
+
 def reclose(text: str, stops: Sequence[str]) -> str:
     """A reply that stopped on a closing tag, with that tag put back (backends drop the stop
     string from the text, as OpenAI's API does): the tag whose opening is the last one left
-    unclosed. Text with no open block is returned as it is."""
+    unclosed (``opening_of`` pairs them). Text with no open block is returned as it is."""
     best, at = "", -1
     for stop in stops:
-        if not (stop.startswith("</") and stop.endswith(">")):
+        opening = opening_of(stop)
+        if opening is None:
             continue
-        opening = "<" + stop[2:]
         i = text.rfind(opening)
         if i > at and text.find(stop, i) < 0:
             best, at = stop, i
