@@ -1,22 +1,28 @@
 """Dataset loaders: the real question fixture files, the original datasets' record shapes (built
-from those real records), broken input, seeded sampling, and named benchmarks served from a
-local HF cache layout and from a local hub mirror."""
+from those real records), each dataset's own quirks (PopQA, AmbigQA, TriviaQA, Bamboogle; on
+synthetic rows written here in each original's format), broken input reported line by line,
+seeded sampling, the registry, and named benchmarks served from a local HF cache layout and
+from a local hub mirror (with huggingface_hub and over plain HTTP)."""
 
 from __future__ import annotations
 
+import builtins
 import gzip
-import hashlib
-import http.server
 import json
-import threading
-from typing import Self
+import sys
 
 import pytest
 
+from hubmirror import Mirror, isolate_hub, jsonl
 from marag.datasets import (
+    FLASHRAG_REVISION,
+    REGISTRY,
     DatasetError,
     DatasetUnavailable,
+    benchmark_file,
+    canonical_name,
     load_questions,
+    parse_questions,
     read_questions,
     resolve_benchmark,
 )
@@ -24,7 +30,6 @@ from marag.types import iter_jsonl
 
 COUNTS = {"hotpotqa": 38, "2wikimultihopqa": 30, "musique": 30, "nq_open": 60}
 HUB = "datasets--RUC-NLPIR--FlashRAG_datasets"
-COMMIT = "0123456789abcdef0123456789abcdef01234567"
 
 
 def real(qa_data, name: str, n: int) -> list[dict]:
@@ -174,25 +179,263 @@ def test_unknown_names_splits_and_missing_files():
     assert resolve_benchmark("bamboogle", None)[2] == "bamboogle/test.jsonl"
 
 
+
+# ----------------------------------------------------------------------------- each dataset's quirks
+# Synthetic rows in each original's format (invented entities, not real data).
+
+
+def write_table(path, rows, delimiter) -> None:
+    import csv
+
+    with open(path, "w", newline="", encoding="utf-8") as f:
+        w = csv.DictWriter(f, fieldnames=list(rows[0]), delimiter=delimiter)
+        w.writeheader()
+        w.writerows(rows)
+
+
+POPQA_ROW = {
+    "id": "4001", "subj": "Mirela Tanvik", "prop": "occupation", "obj": "cartographer",
+    "subj_id": "9001", "prop_id": "22", "obj_id": "9002", "s_aliases": "[]",
+    "o_aliases": '["map maker", "mapmaker"]', "s_uri": "http://www.wikidata.org/entity/Q9001",
+    "o_uri": "http://www.wikidata.org/entity/Q9002", "s_wiki_title": "Mirela Tanvik",
+    "o_wiki_title": "Cartographer", "s_pop": "212", "o_pop": "40311",
+    "question": "What is Mirela Tanvik's occupation?",
+    "possible_answers": '["cartographer", "map maker", "mapmaker"]',
+}
+
+
+def test_popqa_original_tsv_decodes_json_string_lists(tmp_path):
+    second = POPQA_ROW | {"id": "4002", "question": "In what country is Vellmarsk?",
+                          "possible_answers": '["Norland"]', "o_aliases": "[]"}
+    broken = POPQA_ROW | {"id": "4003", "possible_answers": "cartographer"}
+    path = tmp_path / "popQA.tsv"
+    write_table(path, [POPQA_ROW, second, broken], "\t")
+    result = parse_questions(path)
+    assert [q.id for q in result.questions] == ["4001", "4002"]
+    q = result.questions[0]
+    assert q.golden_answers == ["cartographer", "map maker", "mapmaker"]
+    assert q.metadata["o_aliases"] == ["map maker", "mapmaker"] and q.metadata["s_aliases"] == []
+    assert "possible_answers" not in q.metadata and q.metadata["s_pop"] == "212"
+    [problem] = result.problems
+    assert str(problem) == f"{path}:4: 'possible_answers' is not a JSON list (Expecting value)"
+    with pytest.raises(DatasetError, match=r"popQA\.tsv:4: 'possible_answers' is not a JSON list"):
+        read_questions(path)
+
+
+def test_popqa_hub_and_flashrag_shapes(tmp_path):
+    hub = {**POPQA_ROW, "id": 4001, "s_pop": 212}  # akariasai/PopQA through `datasets`
+    flashrag = {"id": "test_0", "question": "What is Mirela Tanvik's occupation?",
+                "golden_answers": ["cartographer", "map maker"],
+                "metadata": {"prop": "occupation", "s_pop": 212,
+                             "possible_answers": '["cartographer", "map maker"]'}}
+    path = tmp_path / "popqa" / "test.jsonl"
+    path.parent.mkdir()
+    write_jsonl(path, [hub, flashrag])
+    a, b = load_questions(path.parent)
+    assert (a.id, a.golden_answers, a.dataset) == ("4001", ["cartographer", "map maker", "mapmaker"],
+                                                   "popqa")
+    assert b.golden_answers == ["cartographer", "map maker"]
+    assert b.metadata["possible_answers"] == ["cartographer", "map maker"]
+
+
+AMBIG_ORIGINAL = [
+    {"id": "-1001", "question": "When did the Harbor Line open?",
+     "annotations": [
+         {"type": "multipleQAs", "qaPairs": [
+             {"question": "When did the Harbor Line open to freight?", "answer": ["1911"]},
+             {"question": "When did the Harbor Line open to passengers?",
+              "answer": ["March 3, 1913", "1913"]}]},
+         {"type": "singleAnswer", "answer": ["1913"]}]},
+    {"id": "-1002", "question": "Who painted the Salt Hall ceiling?",
+     "annotations": [{"type": "singleAnswer", "answer": ["Ines Darrow", "I. Darrow"]}]},
+]
+
+
+def test_ambigqa_original_answer_sets_and_qa_pairs(tmp_path):
+    path = tmp_path / "dev_light.json"  # AmbigNQ's light file: a JSON array
+    path.write_text(json.dumps(AMBIG_ORIGINAL))
+    a, b = read_questions(path, dataset="ambigqa")
+    assert a.golden_answers == ["1911", "March 3, 1913", "1913"]
+    assert a.metadata["answer_sets"] == [["1911"], ["March 3, 1913", "1913"], ["1913"]]
+    assert [p["question"] for p in a.metadata["qa_pairs"]] == [
+        "When did the Harbor Line open to freight?", "When did the Harbor Line open to passengers?"]
+    assert "annotations" not in a.metadata
+    assert b.golden_answers == ["Ines Darrow", "I. Darrow"]
+    # the same records under a name that says nothing: recognised by their shape
+    assert [q.golden_answers for q in read_questions(path)] == [a.golden_answers, b.golden_answers]
+
+
+def test_ambigqa_hub_columns_flashrag_nesting_and_bad_annotations(tmp_path):
+    columnar = {"id": "-1003", "question": "Who won the Cobalt Cup?", "annotations": {
+        "type": ["singleAnswer", "multipleQAs"], "answer": [["Oriel"], []],
+        "qaPairs": [{"question": [], "answer": []},
+                    {"question": ["Who won the Cobalt Cup in 1990?", "Who won it in 1994?"],
+                     "answer": [["Oriel"], ["Brenna"]]}]}}
+    nested = {"id": "dev_7", "question": "When did the Harbor Line open?",
+              "golden_answers": [["1911"], ["1913", "March 3, 1913"]]}
+    bad = {"id": "-1004", "question": "q?", "annotations": [{"type": "manyAnswers", "answer": ["x"]}]}
+    ragged = {"id": "-1005", "question": "q?", "annotations": {
+        "type": ["multipleQAs"], "answer": [[]], "qaPairs": [{"question": ["a?", "b?"],
+                                                              "answer": [["x"]]}]}}
+    path = tmp_path / "ambig_qa" / "dev.jsonl"
+    path.parent.mkdir()
+    write_jsonl(path, [columnar, nested, bad, ragged])
+    result = parse_questions(path)
+    c, n = result.questions
+    assert c.golden_answers == ["Oriel", "Brenna"] and len(c.metadata["qa_pairs"]) == 2
+    assert n.golden_answers == ["1911", "1913", "March 3, 1913"]
+    assert n.metadata["answer_sets"] == [["1911"], ["1913", "March 3, 1913"]]
+    assert [str(p) for p in result.problems] == [
+        f"{path}:3: annotation type 'manyAnswers' is neither singleAnswer nor multipleQAs",
+        f"{path}:4: 'annotations' columns do not line up"]
+
+
+TRIVIA_ORIGINAL = {"Data": [
+    {"Answer": {"Aliases": ["Tallow Bay", "Tallow-Bay"], "NormalizedAliases": ["tallow bay"],
+                "MatchedWikiEntityName": "Tallow Bay", "NormalizedValue": "tallow bay",
+                "Type": "WikipediaEntity", "Value": "Tallow Bay"},
+     "EntityPages": [{"DocSource": "TagMe", "Filename": "Tallow_Bay.txt", "Title": "Tallow Bay"}],
+     "Question": "Which bay did the clipper Morrow sail from in 1851?", "QuestionId": "tc_901",
+     "QuestionSource": "http://quiz.example.org/",
+     "SearchResults": [{"Rank": 0, "Title": "Morrow (ship)", "Url": "http://example.org/"}]},
+    {"Answer": {"Aliases": [], "Value": "Ostrava Ring", "Type": "FreeForm"},
+     "Question": "What was the 1962 rally around the Kell Hills called?", "QuestionId": "tc_902"},
+], "Domain": "Web", "VerifiedEval": False, "Version": 1.0}
+
+
+def test_triviaqa_original_value_and_aliases(tmp_path):
+    path = tmp_path / "triviaqa" / "unfiltered-web-dev.json"
+    path.parent.mkdir()
+    path.write_text(json.dumps(TRIVIA_ORIGINAL, indent=1))
+    a, b = load_questions(path)
+    assert (a.id, a.question, a.dataset) == (
+        "tc_901", "Which bay did the clipper Morrow sail from in 1851?", "unfiltered-web-dev")
+    assert a.golden_answers == ["Tallow Bay", "Tallow-Bay"]
+    assert a.metadata == {"question_source": "http://quiz.example.org/", "answer_type": "WikipediaEntity",
+                          "matched_wiki_entity_name": "Tallow Bay", "normalized_aliases": ["tallow bay"]}
+    assert b.golden_answers == ["Ostrava Ring"]
+    # the test split of the original has no answers: refused, not loaded with empty gold
+    no_answer = {"Data": [{"Question": "Which river?", "QuestionId": "tc_9"}]}
+    path.write_text(json.dumps(no_answer))
+    with pytest.raises(DatasetError, match=r"item 0: no golden answers"):
+        read_questions(path, dataset="triviaqa")
+
+
+def test_triviaqa_hub_shape_drops_evidence(tmp_path):
+    hub = {"question": "Which bay did the clipper Morrow sail from in 1851?", "question_id": "qz_77",
+           "question_source": "http://quiz.example.org/",
+           "entity_pages": {"doc_source": ["TagMe"], "title": ["Tallow Bay"]},
+           "search_results": {"rank": [0], "title": ["Morrow (ship)"]},
+           "answer": {"aliases": ["Tallow Bay", "Tallow-Bay"], "normalized_aliases": ["tallow bay"],
+                      "matched_wiki_entity_name": "Tallow Bay", "normalized_matched_wiki_entity_name":
+                      "tallow bay", "normalized_value": "tallow bay", "type": "WikipediaEntity",
+                      "value": "Tallow Bay"}}
+    path = tmp_path / "triviaqa" / "dev.jsonl"
+    path.parent.mkdir()
+    write_jsonl(path, [hub])
+    [q] = load_questions(path.parent, split="dev")
+    assert (q.id, q.golden_answers) == ("qz_77", ["Tallow Bay", "Tallow-Bay"])
+    assert "entity_pages" not in q.metadata and "search_results" not in q.metadata
+    assert q.metadata["answer_type"] == "WikipediaEntity"
+
+
+def test_bamboogle_sheet_columns(tmp_path):
+    rows = [{"Question": "Who was mayor of the town where the Pell Bridge was built?",
+             "Answer": "Rowan Adeyemi"},
+            {"Question": "What year did the founder of Quarry Press die?", "Answer": "1974"}]
+    named = tmp_path / "bamboogle.csv"
+    write_table(named, rows, ",")
+    a, b = load_questions(named)
+    assert (a.id, a.golden_answers, b.id, b.golden_answers) == (
+        "bamboogle-0", ["Rowan Adeyemi"], "bamboogle-1", ["1974"])
+    other = tmp_path / "sheet.csv"  # no telling name: the capitalised columns say Bamboogle
+    write_table(other, rows, ",")
+    assert [q.question for q in load_questions(other)] == [a.question, b.question]
+    ragged = tmp_path / "ragged.csv"
+    ragged.write_text("Question,Answer\nWho?,Ann,extra\nWhat?\nWhen?,1990\n")
+    result = parse_questions(ragged)
+    assert [q.golden_answers for q in result.questions] == [["1990"]]
+    assert [str(p) for p in result.problems] == [f"{ragged}:2: 3 cells for 2 columns",
+                                                 f"{ragged}:3: fewer cells than the 2 columns"]
+
+
+def test_broken_lines_are_each_reported_and_the_rest_kept(tmp_path):
+    good = {"id": "test_0", "question": "What is Mirela Tanvik's occupation?",
+            "golden_answers": ["cartographer"]}
+    lines = [json.dumps(good),
+             '{"id": "test_1", "question": "Where is Vellmarsk?", "golden_answers": ["Norland"]',
+             json.dumps(good | {"id": "test_2"}),
+             json.dumps({"id": "test_3", "question": "q?", "possible_answers": "[oops"}),
+             "",
+             json.dumps(good | {"id": "test_0", "question": "Again?"}),
+             json.dumps(good | {"id": "test_4", "golden_answers": [["nested"], {"no": 1}]}),
+             json.dumps(good | {"id": "test_5"})]
+    path = tmp_path / "popqa" / "test.jsonl"
+    path.parent.mkdir()
+    path.write_text("\n".join(lines) + "\n")
+    result = parse_questions(path)
+    assert [q.id for q in result.questions] == ["test_0", "test_2", "test_5"]
+    assert result.records == 7
+    assert [(p.where, p.message.split(" (")[0]) for p in result.problems] == [
+        (f"{path}:2", "invalid JSON"),
+        (f"{path}:4", "'possible_answers' is not a JSON list"),
+        (f"{path}:6", "duplicate id 'test_0'"),
+        (f"{path}:7", "'golden_answers' holds a list, expected strings"),
+    ]
+    with pytest.raises(DatasetError) as err:
+        read_questions(path)
+    message = str(err.value)
+    assert message.startswith(f"{path}:2: invalid JSON")
+    assert "and 3 more broken records" in message and f"{path}:7:" in message
+
+
+# ----------------------------------------------------------------------------- registry
+
+
+def test_registry_records_licence_source_and_pinned_revision():
+    import re
+
+    assert re.fullmatch(r"[0-9a-f]{40}", FLASHRAG_REVISION)
+    assert set(REGISTRY) == {"nq", "triviaqa", "popqa", "ambigqa", "hotpotqa", "2wiki", "musique",
+                             "bamboogle"}
+    for spec in REGISTRY.values():
+        assert spec.default_split in spec.splits and set(spec.sizes) <= set(spec.splits)
+        assert spec.licence and spec.licence_source and spec.source and spec.corpus
+        assert spec.revision == FLASHRAG_REVISION and spec.repo == "RUC-NLPIR/FlashRAG_datasets"
+    assert (REGISTRY["popqa"].licence, REGISTRY["ambigqa"].licence, REGISTRY["bamboogle"].licence,
+            REGISTRY["triviaqa"].licence) == ("MIT", "CC BY-SA 3.0", "MIT", "Apache-2.0")
+    assert resolve_benchmark("triviaqa", None) == ("triviaqa", "test", "triviaqa/test.jsonl")
+    assert resolve_benchmark("AmbigQA", None) == ("ambigqa", "dev", "ambig_qa/dev.jsonl")
+    assert canonical_name("nq_open") == "nq" and canonical_name("trivia-qa-typo") is None
+
+
+def test_every_column_of_the_seed_tables_has_a_dataset_marag_table_finds(tmp_path):
+    """`marag data get` writes OUT/<folder>/<split>.jsonl; `marag table --data OUT` must find it
+    for every dataset column of the four papers' main tables."""
+    from marag.report.paper_table import find_dataset, known_papers, load_paper
+
+    columns = {c for paper in known_papers() for c in load_paper(paper).question_sets}
+    assert columns >= {"nq", "popqa", "ambigqa", "hotpotqa", "2wikimultihopqa", "musique",
+                       "bamboogle"}
+    for column in columns:
+        spec = REGISTRY[canonical_name(column)]
+        path = tmp_path / spec.folder / f"{spec.default_split}.jsonl"
+        path.parent.mkdir(exist_ok=True)
+        path.write_text("{}\n")
+        assert find_dataset(tmp_path, column) == path, column
+
+
+# ----------------------------------------------------------------------------- hub
+
+
 @pytest.fixture
 def hub_env(tmp_path, monkeypatch):
-    """An empty HF cache under tmp_path; online unless a test says otherwise."""
-    from huggingface_hub import constants
-
-    cache = tmp_path / "hf-cache"
-    cache.mkdir()
-    monkeypatch.setenv("HF_HUB_CACHE", str(cache))
-    monkeypatch.delenv("HF_HUB_OFFLINE", raising=False)
-    monkeypatch.delenv("TRANSFORMERS_OFFLINE", raising=False)
-    monkeypatch.setattr(constants, "HF_HUB_OFFLINE", False)
-    return cache
+    return isolate_hub(tmp_path, monkeypatch)
 
 
-def lay_out_cache(cache, filename: str, records) -> None:
-    repo = cache / HUB
-    (repo / "refs").mkdir(parents=True)
-    (repo / "refs" / "main").write_text(COMMIT)
-    target = repo / "snapshots" / COMMIT / filename
+def lay_out_cache(cache, filename: str, records, commit: str = FLASHRAG_REVISION) -> None:
+    """A file in huggingface_hub's cache layout at ``commit`` (as a download leaves it)."""
+    target = cache / HUB / "snapshots" / commit / filename
     target.parent.mkdir(parents=True)
     write_jsonl(target, records)
 
@@ -202,6 +445,8 @@ def test_named_benchmark_from_the_hf_cache_offline(qa_data, hub_env, monkeypatch
     for r in recs:
         r.pop("dataset")  # FlashRAG's files carry no dataset field
     lay_out_cache(hub_env, "hotpotqa/dev.jsonl", recs)
+    # the same file at another commit (e.g. main) is not the pinned one
+    lay_out_cache(hub_env, "musique/dev.jsonl", real(qa_data, "musique", 2), commit="e" * 40)
     monkeypatch.setenv("HF_HUB_OFFLINE", "1")
     qs = load_questions("hotpotqa", limit=3, seed=1)
     assert len(qs) == 3 and {q.dataset for q in qs} == {"hotpotqa"}
@@ -210,65 +455,71 @@ def test_named_benchmark_from_the_hf_cache_offline(qa_data, hub_env, monkeypatch
         load_questions("musique")
     message = str(err.value)
     assert "musique/dev.jsonl" in message and "HF_HUB_OFFLINE" in message
+    assert FLASHRAG_REVISION[:12] in message
     assert "--dataset path/to/musique_dev.jsonl" in message
 
 
-class Mirror:
-    """A local stand-in for the hub's file endpoint serving one real file."""
-
-    def __init__(self, filename: str, data: bytes) -> None:
-        self.filename, self.data, self.gets = filename, data, 0
-        mirror = self
-
-        class Handler(http.server.BaseHTTPRequestHandler):
-            def log_message(self, *args):
-                pass
-
-            def _headers(self) -> bool:
-                if self.path.endswith(f"/resolve/main/{mirror.filename}"):
-                    self.send_response(200)
-                    self.send_header("X-Repo-Commit", COMMIT)
-                    self.send_header("ETag", f'"{hashlib.sha1(mirror.data).hexdigest()}"')
-                    self.send_header("Content-Length", str(len(mirror.data)))
-                    self.end_headers()
-                    return True
-                self.send_response(404)
-                self.send_header("X-Error-Code", "EntryNotFound")
-                self.send_header("Content-Length", "0")
-                self.end_headers()
-                return False
-
-            def do_HEAD(self):
-                self._headers()
-
-            def do_GET(self):
-                if self._headers():
-                    mirror.gets += 1
-                    self.wfile.write(mirror.data)
-
-        self.server = http.server.ThreadingHTTPServer(("127.0.0.1", 0), Handler)
-        self.url = f"http://127.0.0.1:{self.server.server_address[1]}"
-        self.thread = threading.Thread(target=self.server.serve_forever, daemon=True)
-
-    def __enter__(self) -> Self:
-        self.thread.start()
-        return self
-
-    def __exit__(self, *exc) -> None:
-        self.server.shutdown()
-        self.server.server_close()
-
-
-def test_named_benchmark_downloads_through_a_hub_mirror(qa_data, hub_env, monkeypatch):
+def test_named_benchmark_downloads_the_pinned_revision_through_a_hub_mirror(qa_data, hub_env,
+                                                                             monkeypatch):
     recs = real(qa_data, "musique", 6)
-    data = "".join(json.dumps(r) + "\n" for r in recs).encode()
-    with Mirror("musique/dev.jsonl", data) as mirror:
+    with Mirror({"musique/dev.jsonl": jsonl(recs)}) as mirror:
         monkeypatch.setenv("HF_ENDPOINT", mirror.url)
         qs = load_questions("musique")
         assert [q.id for q in qs] == [r["id"] for r in recs]
-        assert mirror.gets == 1
+        assert mirror.gets == {"musique/dev.jsonl": 1}
+        assert all(f"/resolve/{FLASHRAG_REVISION}/" in r for r in mirror.requests)
         assert [q.id for q in load_questions("musique", limit=2)] == [q.id for q in load_questions("musique", limit=2)]
-        assert mirror.gets == 1  # later loads come from the cache
-        assert list((hub_env / HUB / "snapshots" / COMMIT / "musique").iterdir())
-        with pytest.raises(DatasetUnavailable, match=r"nq/test\.jsonl\): could not download it .*--dataset"):
+        assert mirror.gets == {"musique/dev.jsonl": 1}  # later loads come from the cache
+        assert (hub_env / HUB / "snapshots" / FLASHRAG_REVISION / "musique" / "dev.jsonl").is_file()
+        with pytest.raises(DatasetUnavailable, match=r"nq/test\.jsonl at [0-9a-f]{12}\): could not "
+                                                      r"download it from http://127\.0\.0\.1.*--dataset"):
             load_questions("nq")
+
+
+def test_revision_override_asks_for_that_revision(hub_env, monkeypatch):
+    other = "c0ffee" + "0" * 34
+    rows = [{"id": "test_0", "question": "Who was mayor of the town where the Pell Bridge was built?",
+             "golden_answers": ["Rowan Adeyemi"]}]
+    with Mirror({"bamboogle/test.jsonl": jsonl(rows)}, revision=other) as mirror:
+        monkeypatch.setenv("HF_ENDPOINT", mirror.url)
+        with pytest.raises(DatasetUnavailable):
+            benchmark_file("bamboogle")  # the pin: this mirror does not serve it
+        hub = benchmark_file("bamboogle", revision=other)
+        assert (hub.commit, hub.revision) == (other, other)
+        assert read_questions(hub.path, "bamboogle")[0].golden_answers == ["Rowan Adeyemi"]
+
+
+def test_plain_http_download_without_huggingface_hub(qa_data, hub_env, monkeypatch):
+    recs = real(qa_data, "hotpotqa", 4)
+    with Mirror({"hotpotqa/dev.jsonl": jsonl(recs)}) as mirror:
+        monkeypatch.setenv("HF_ENDPOINT", mirror.url)
+        with monkeypatch.context() as m:
+            m.setitem(sys.modules, "huggingface_hub", None)  # `import huggingface_hub` fails
+            hub = benchmark_file("hotpotqa")
+            assert hub.path == hub_env / HUB / "snapshots" / FLASHRAG_REVISION / "hotpotqa" / "dev.jsonl"
+            assert hub.commit == FLASHRAG_REVISION and mirror.gets == {"hotpotqa/dev.jsonl": 1}
+            m.setenv("HF_HUB_OFFLINE", "1")
+            assert [q.id for q in load_questions("hotpotqa")] == [r["id"] for r in recs]
+            with pytest.raises(DatasetUnavailable, match="offline mode"):
+                load_questions("2wiki")
+        # huggingface_hub back: it reads the same cache layout, nothing is fetched again
+        assert [q.id for q in load_questions("hotpotqa")] == [r["id"] for r in recs]
+        assert mirror.gets == {"hotpotqa/dev.jsonl": 1}
+
+
+def test_plain_http_refuses_another_commit_for_the_pin(hub_env, monkeypatch):
+    rows = [{"id": "test_0", "question": "q?", "golden_answers": ["a"]}]
+    with Mirror({"popqa/test.jsonl": jsonl(rows)}, commit="f" * 40) as mirror:
+        monkeypatch.setenv("HF_ENDPOINT", mirror.url)
+        real_import = builtins.__import__
+
+        def no_hub(name, *args, **kwargs):
+            if name.startswith("huggingface_hub"):
+                raise ImportError(name)
+            return real_import(name, *args, **kwargs)
+
+        monkeypatch.setattr(builtins, "__import__", no_hub)
+        with pytest.raises(DatasetUnavailable, match=f"answered commit f{{40}} for revision {FLASHRAG_REVISION}"):
+            benchmark_file("popqa")
+        assert not (hub_env / HUB / "snapshots").exists() or not any(
+            (hub_env / HUB / "snapshots").rglob("*.jsonl"))
