@@ -25,6 +25,7 @@ COMMAND_MODULES = [
     "train",
     "sft",
     "models",
+    "data",
     "config",
 ]
 
