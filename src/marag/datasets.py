@@ -144,8 +144,8 @@ REGISTRY: dict[str, DatasetSpec] = {s.name: s for s in (
         {"train": 19938, "dev": 2417}),
     DatasetSpec(
         "bamboogle", "Bamboogle", "bamboogle", ("test",), "test", "multi-hop",
-        "MIT", "https://github.com/ofirpress/self-ask (its datasets/ folder; restated on the "
-        "chiayewken/bamboogle hub card)",
+        "MIT", "https://huggingface.co/datasets/chiayewken/bamboogle (card: \"distributed with "
+        "the MIT license\"); the data comes from github.com/ofirpress/self-ask",
         "Bamboogle (Press et al., Findings of EMNLP 2023, self-ask): 125 hand-written 2-hop "
         "questions whose answers Google's first page does not show",
         "written from Wikipedia articles in 2022; FlashRAG retrieves from wiki-18, where a fact "
