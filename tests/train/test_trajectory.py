@@ -96,3 +96,16 @@ def test_observation_tokens_get_no_gradient():
     logp, _, _ = token_stats(lr.policy, bt, [None], with_values=False)
     obs = bt.mask[0] == 0
     assert torch.all(logp[0][obs] == 0)
+
+
+def test_rollout_logprobs_are_refused_for_trajectories():
+    import pytest
+
+    from marag.config import load_config
+    from marag.train.errors import TrainError
+    from marag.train.trainer import check_settings
+
+    cfg = load_config(None, ["method.name=search-r1", "train.old_logprobs=rollout"])
+    with pytest.raises(TrainError, match="use train.old_logprobs: recompute"):
+        check_settings(cfg)
+    check_settings(load_config(None, ["method.name=jade", "train.old_logprobs=rollout"]))
