@@ -1,5 +1,5 @@
-"""A Schemathesis check and a filter for benchmarks/fuzz_servers.py and tests/test_http_fuzz.py,
-loaded in the ``schemathesis run`` child process through SCHEMATHESIS_HOOKS.
+"""A Schemathesis check for benchmarks/fuzz_servers.py and tests/test_http_fuzz.py, loaded in
+the ``schemathesis run`` child process through SCHEMATHESIS_HOOKS.
 
 serve-llm refuses some schema-valid requests for a reason a schema cannot state: a prompt plus
 max_tokens past the model's context (it depends on how the prompt tokenizes). That answer is a
@@ -23,8 +23,6 @@ def positive_data_accepted_but_domain_errors(ctx: Any, response: Any, case: Any)
     meta = case.meta
     if meta is None or not meta.generation.mode.is_positive:
         return None
-    if _huge_seed(case.body):  # see filter_body (the coverage phase does not filter)
-        return None
     status = response.status_code
     if status < 400 or status in ACCEPTED or status >= 500:  # 5xx: not_a_server_error's
         return None
@@ -36,19 +34,3 @@ def positive_data_accepted_but_domain_errors(ctx: Any, response: Any, case: Any)
         return None
     raise AssertionError(f"valid data was refused with {status} (error code {code!r}): "
                          f"{response.text[:300]}")
-
-
-DOUBLE_EXACT = 2**53
-
-
-@schemathesis.hook
-def filter_body(ctx: Any, body: Any) -> bool:
-    """Leave out bodies with a seed past 2**53: Schemathesis compares such integers as doubles
-    (it sends 2**64 - 1 + 431 as "not above the maximum 2**64 - 1"). The seed's exact limits
-    are tested in tests/llm/test_serve_llm_limits.py."""
-    return not _huge_seed(body)
-
-
-def _huge_seed(body: Any) -> bool:
-    seed = body.get("seed") if isinstance(body, dict) else None
-    return isinstance(seed, int) and not isinstance(seed, bool) and abs(seed) > DOUBLE_EXACT

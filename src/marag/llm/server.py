@@ -34,7 +34,7 @@ from typing import TYPE_CHECKING, Annotated, Any
 from fastapi import FastAPI, Request
 from fastapi.exceptions import RequestValidationError
 from fastapi.responses import JSONResponse, PlainTextResponse, StreamingResponse
-from pydantic import BaseModel, BeforeValidator, ConfigDict, Field
+from pydantic import AfterValidator, BaseModel, BeforeValidator, ConfigDict, Field
 from starlette.exceptions import HTTPException as StarletteHTTPException
 
 from marag.http.docs import SSE_EVENT, Responses, errors
@@ -100,12 +100,21 @@ def _whole(value: Any) -> Any:
     return int(value) if isinstance(value, float) and value.is_integer() else value
 
 
+def _seed(value: int) -> int:
+    # torch's generator takes a seed modulo 2**64 (a negative one too: -5 draws as 2**64 - 5)
+    return value % 2**64
+
+
 Int = Annotated[int, BeforeValidator(_whole)]
-# (the limits before the validator, so that they show in the JSON schema as minimum/maximum)
+# (the limits before the validator, so that they show in the JSON schema as minimum/maximum).
+# Every integer bound lies within +-2**53, where a double is exact: FastAPI's OpenAPI model
+# writes minimum/maximum as floats (a maximum of 2**64 - 1 was published as 2**64, and
+# Schemathesis sent 2**64 + 383 as valid), and validators may compare as doubles too.
 PositiveInt = Annotated[int, Field(ge=1), BeforeValidator(_whole)]
 TopN = Annotated[int, Field(ge=0, le=20), BeforeValidator(_whole)]
-# what torch's generator takes (a larger seed is a 400 here, not a failed decode)
-Seed = Annotated[int, Field(ge=-(2**63), le=2**64 - 1), BeforeValidator(_whole)]
+# any integer, taken modulo 2**64 as torch takes a seed (so seeds from -2**63 to 2**64 - 1 draw
+# exactly as torch.Generator.manual_seed(seed) does), with no bound to publish
+Seed = Annotated[int, BeforeValidator(_whole), AfterValidator(_seed)]
 
 
 class StreamOptions(BaseModel):
@@ -141,7 +150,8 @@ class _Common(BaseModel):
     temperature: float | None = Field(None, ge=0.0, le=2.0)
     top_p: float | None = Field(None, gt=0.0, le=1.0)
     stop: str | list[str] | None = None
-    seed: Seed | None = None
+    seed: Seed | None = Field(None, description="Any integer; sampling uses it modulo 2^64, "
+                              "as a torch generator takes a seed.")
     n: PositiveInt | None = Field(None, json_schema_extra={"maximum": 1})
     stream: bool | None = False
     stream_options: StreamOptions | None = None
