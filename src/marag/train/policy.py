@@ -191,9 +191,10 @@ def token_scores(lm: nn.Module, hidden: torch.Tensor, t: Targets, chunk: int) ->
 
     def score(h: torch.Tensor, ids: torch.Tensor, temps: torch.Tensor,
               allow: torch.Tensor | None) -> tuple[torch.Tensor, torch.Tensor | None]:
-        logits = lm_logits(lm, h) / temps[:, None]
+        # a fresh float32 tensor, divided and masked in place: one [chunk, V] tensor, not three
+        logits = lm_logits(lm, h).div_(temps[:, None])
         if allow is not None:
-            logits = logits.masked_fill(~allow, float("-inf"))
+            logits.masked_fill_(~allow, float("-inf"))
         logp_all = torch.log_softmax(logits, dim=-1)
         logp = logp_all.gather(-1, ids[:, None]).squeeze(-1)
         if not t.entropy:
