@@ -162,7 +162,7 @@ def test_retrobust_mix_shows_low_ranked_documents_with_the_golden_answer():
     top = shelf.search_batch([qs[0].question], 9)[0].passages
     assert all(f"({p.title})" not in shown for p in top[:3])  # the top 3 are not what it reads
     assert all(f"({p.title})" in shown for p in top[6:9])  # ranks 7-9 are
-    _, half, tally = _answers(qs, "method.top_k=3", "sft.irrelevant_share=0.5")
+    _, _, tally = _answers(qs, "method.top_k=3", "sft.irrelevant_share=0.5")
     assert 10 <= tally["irrelevant"] <= 30 and tally["kept"] == 40
     assert _answers(qs, "method.top_k=3", "sft.irrelevant_share=0.5")[2] == tally  # seeded
 

@@ -4,11 +4,11 @@ IRCoT's multi-step retrieval; an unreadable label runs the fallback and is recor
 from __future__ import annotations
 
 import pytest
+from tests.workflows.conftest import make_ctx
 
 from marag.llm.scripted import ScriptedLLM
 from marag.types import Question
 from marag.workflows import run_method
-from tests.workflows.conftest import make_ctx
 
 Q = Question("q", "Were Scott Derrickson and Ed Wood of the same nationality?", ["yes"])
 IRCOT = ["Scott Derrickson is an American director.",
