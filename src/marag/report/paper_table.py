@@ -204,7 +204,10 @@ def render(table: PaperTable, plans: Sequence[RowPlan], cells: Mapping[tuple[str
     md.write("## Comparability card\n\n| | paper | marag |\n|---|---|---|\n")
     s = table.setting
     for key, ours in card.items():
-        md.write(f"| {key} | {s.get(key, '—') if s.get(key) is not None else '—'} | {ours} |\n")
+        theirs = s.get(key)
+        if isinstance(theirs, list):
+            theirs = ", ".join(map(str, theirs))
+        md.write(f"| {key} | {'—' if theirs is None else theirs} | {ours} |\n")
     md.write("\n## Table\n\n")
     head = ["row", "marag method", *datasets, "calls/q", "tokens/q", "retrievals/q", "s/q"]
     md.write("| " + " | ".join(head) + " |\n|" + "---|" * len(head) + "\n")
