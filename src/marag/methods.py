@@ -30,7 +30,7 @@ class MethodSpec:
     trained: tuple[str, ...]  # roles trained when train.roles is empty
     reward: str  # a kind of marag.train.rewards.PAPER_REWARDS
     retrieves: bool = True
-    sft_recipes: tuple[str, ...] = ()  # marag sft --recipe values that fit the method
+    sft_recipes: tuple[str, ...] = ()  # marag sft warm starts that fit it (adaptive: --plans A= B= C=)
     # "steps": every trainable LLM call is one training sequence (prompt -> reply);
     # "trajectory": a trace's calls of one role form one sequence (prompt, then every reply
     # and every observation between them), observations masked out of the loss (Search-R1)

@@ -109,3 +109,26 @@ def test_rollout_logprobs_are_refused_for_trajectories():
     with pytest.raises(TrainError, match="use train.old_logprobs: recompute"):
         check_settings(cfg)
     check_settings(load_config(None, ["method.name=jade", "train.old_logprobs=rollout"]))
+
+
+def test_whitening_counts_only_the_tokens_that_train():
+    from marag.train.advantages import whiten_stats
+
+    t = Transition(trace=0, group=0, order=0, role="search-r1", prompt_ids=[1],
+                   response_ids=[2, 3, 4, 5], rollout_logprobs=[0.0] * 4, temperature=1.0,
+                   loss_mask=[1, 0, 0, 1])
+    t.advantages = torch.tensor([1.0, 0.0, 0.0, 3.0])
+    assert whiten_stats([t]) == (4.0, 10.0, 2.0)
+
+
+def test_critic_free_estimators_need_two_samples_a_question():
+    import pytest
+
+    from marag.config import load_config
+    from marag.train.errors import TrainError
+    from marag.train.trainer import check_settings
+
+    for bad in (["train.estimator=rloo"], ["train.drop_flat_groups=true"]):
+        cfg = load_config(None, [*bad, "train.kl_mode=loss", "train.samples_per_question=1"])
+        with pytest.raises(TrainError, match="samples_per_question to 2 or more"):
+            check_settings(cfg)

@@ -26,8 +26,10 @@ def register(sub: Any) -> None:
     p.add_argument("--llm", default=None, metavar="URL", help="OpenAI-compatible endpoint")
     p.add_argument("--index", default=None, metavar="PATH", help="retrieval index")
     p.add_argument("--data", default=None, metavar="DIR",
-                   help="folder with the questions files (<name>.questions.jsonl or "
-                        "<name>.jsonl; default ../shared/data when present, else data/)")
+                   help="folder with the questions files (<name>.questions.jsonl, "
+                        "<name>.jsonl or <name>/test.jsonl, dev.jsonl: what marag data get "
+                        "writes); default: data/ (marag data get's) and ../shared/data, "
+                        "the first that has a dataset")
     p.add_argument("--ids", default=None, metavar="FILE",
                    help="evaluate only the questions whose ids this file lists (a split)")
     p.add_argument("--limit", type=int, default=None,
@@ -55,11 +57,10 @@ def _adapters(items: list[str]) -> dict[str, str]:
     return out
 
 
-def _data_dir(arg: str | None) -> Path:
+def _data_dirs(arg: str | None) -> list[Path]:
     if arg:
-        return Path(arg)
-    shared = Path("../shared/data")
-    return shared if shared.is_dir() else Path("data")
+        return [Path(arg)]
+    return [p for p in (Path("data"), Path("../shared/data")) if p.is_dir()]
 
 
 def run(args: argparse.Namespace) -> int:
@@ -86,11 +87,15 @@ def run(args: argparse.Namespace) -> int:
         for p in plans:
             if p.row.method not in wanted and p.method is not None:
                 p.method, p.reason = None, "not asked for (--rows)"
-    data = _data_dir(args.data)
-    files = {d: find_dataset(data, d) for d in table.question_sets}
+    dirs = _data_dirs(args.data)
+    files = {d: next((f for f in (find_dataset(x, d) for x in dirs) if f is not None), None)
+             for d in table.question_sets}
     datasets = [d for d in table.question_sets if files[d] is not None]
+    for d in datasets:
+        print(f"marag table: {d}: {files[d]}", file=sys.stderr)
     if not datasets:
-        print(f"marag table: none of {', '.join(table.question_sets)} found in {data} "
+        where = ", ".join(map(str, dirs)) or "data/ or ../shared/data (neither exists)"
+        print(f"marag table: none of {', '.join(table.question_sets)} found in {where} "
               "(marag data get NAME, or --data DIR)", file=sys.stderr)
         return 2
     ids = None

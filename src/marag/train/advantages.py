@@ -159,9 +159,10 @@ def whiten_stats(transitions: Sequence[Transition]) -> tuple[float, float, float
     s = sq = n = 0.0
     for t in transitions:
         assert t.advantages is not None
-        s += float(t.advantages.sum())
-        sq += float((t.advantages ** 2).sum())
-        n += t.advantages.numel()
+        a = t.advantages[_trained(t)]  # observations inside a response are not advantages
+        s += float(a.sum())
+        sq += float((a ** 2).sum())
+        n += a.numel()
     return s, sq, n
 
 

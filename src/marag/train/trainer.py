@@ -351,7 +351,8 @@ class Trainer:
             adv_mod.compute(transitions, cfg.estimator, gamma=cfg.gamma, lam=cfg.lam,
                             kl_coef=self.kl.coef, kl_in_reward=cfg.kl_mode == "reward",
                             scale_rewards=cfg.scale_rewards)
-            explained = adv_mod.explained_variance(transitions) if critic else None
+            explained = (adv_mod.explained_variance(transitions)
+                         if critic and cfg.vf_coef > 0 else None)
             if explained is not None and explained < 0:
                 log.warning("iteration %d: the value head's explained variance is %.3f (< 0): "
                             "its advantages are noisier than none; consider a critic-free "
@@ -555,6 +556,12 @@ def check_settings(config: Config) -> None:
             "group: a KL penalty in the reward would be normalised with them and decide the sign of "
             "the advantages. Set train.kl_mode: loss (k3 in the loss, as GRPO does) or "
             "train.kl_coef: 0")
+    if cfg.samples_per_question < 2 and (cfg.estimator in adv_mod.CRITIC_FREE
+                                         or cfg.drop_flat_groups):
+        what = ("train.drop_flat_groups drops every question" if cfg.drop_flat_groups
+                else f"train.estimator {cfg.estimator} gives every trace advantage 0")
+        raise TrainError(f"{what} with one sample per question: set "
+                         "train.samples_per_question to 2 or more")
     if (cfg.old_logprobs == "rollout"
             and get_method(config.method.name).sequences == "trajectory"):
         raise TrainError(
