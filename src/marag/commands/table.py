@@ -112,16 +112,15 @@ def run(args: argparse.Namespace) -> int:
 
 def _base_overrides(args: argparse.Namespace, table: Any) -> list[str]:
     """The paper's setting as the default (its top-k), then the command line's."""
+    from marag.commands.options import run_overrides
+
     out = []
     top_k = table.setting.get("top_k")
     if isinstance(top_k, int) and top_k > 0:
         out.append(f"method.top_k={top_k}")
-    if args.llm:
-        out += ["llms.default.backend=openai", f"llms.default.base_url={args.llm}"]
-    if args.model:
-        out.append(f"llms.default.model={args.model}")
-    if args.index:
-        out.append(f"retrieval.index={args.index}")
+    # each row names its own method and adapter
+    out += run_overrides(argparse.Namespace(method=None, llm=args.llm, model=args.model,
+                                            index=args.index, adapter=[]))
     if args.concurrency:
         out.append(f"eval.concurrency={args.concurrency}")
     return out + list(args.overrides)
