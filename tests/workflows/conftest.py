@@ -34,3 +34,33 @@ def make_ctx(llms: Any, retriever: Retriever | None, *overrides: str) -> Context
 @pytest.fixture
 def ctx_for():  # type: ignore[no-untyped-def]
     return make_ctx
+
+
+def chat_completion(body: dict[str, Any], text: str) -> dict[str, Any]:
+    """A scripted OpenAI-compatible server's reply: ``text`` cut at the request's first stop
+    string (dropped, as the API does), finish reason ``stop``."""
+    for stop in body.get("stop") or []:
+        if stop in text:
+            text = text[:text.index(stop)]
+    return {"id": "x", "object": "chat.completion", "model": body["model"],
+            "choices": [{"index": 0, "finish_reason": "stop",
+                         "message": {"role": "assistant", "content": text}}],
+            "usage": {"prompt_tokens": 50, "completion_tokens": 12}}
+
+
+async def run_behind_openai(serve_app: Any, app: Any, method: str, question: Any,
+                            retriever: Retriever, model: str) -> Any:
+    """Run ``method`` on ``question`` with the default LLM behind the openai backend, served
+    by ``app`` on a local port."""
+    from marag.llm.openai_http import OpenAIBackend
+    from marag.workflows import run_method
+
+    with serve_app(app) as url:
+        backend = OpenAIBackend(url + "/v1", model)
+        config = load_config(None, [f"method.name={method}", "llms.default.backend=openai",
+                                    f"llms.default.base_url={url}/v1"])
+        ctx = Context(llms={"default": backend}, config=config, retriever=retriever)
+        try:
+            return await run_method(method, question, ctx)
+        finally:
+            await backend.aclose()

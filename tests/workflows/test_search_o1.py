@@ -10,10 +10,8 @@ import re
 from dataclasses import replace
 
 from fastapi import FastAPI, Request
-from tests.workflows.conftest import make_ctx
+from tests.workflows.conftest import chat_completion, make_ctx, run_behind_openai
 
-from marag.config import load_config
-from marag.llm.openai_http import OpenAIBackend
 from marag.llm.scripted import ScriptedLLM
 from marag.retrieval.base import Retriever
 from marag.roles.search_o1 import (
@@ -28,7 +26,6 @@ from marag.roles.search_o1 import (
 )
 from marag.types import Hits, Question
 from marag.workflows import run_method
-from marag.workflows.engine import Context
 
 Q = Question(id="q1", question="Which magazine was started first, Arthur's Magazine or "
              "First for Women?", golden_answers=["Arthur's Magazine"])
@@ -210,21 +207,10 @@ async def test_protocol_over_openai_backend(serve_app, hotpot_retriever):
         else:
             assert f"{BEGIN_RESULT}Arthur's Magazine was started in 1844." in last["content"]
             text = ANSWER
-        for stop in body.get("stop") or []:
-            if stop in text:
-                text = text[:text.index(stop)]
-        return {"id": "x", "object": "chat.completion", "model": body["model"],
-                "choices": [{"index": 0, "finish_reason": "stop",
-                             "message": {"role": "assistant", "content": text}}],
-                "usage": {"prompt_tokens": 50, "completion_tokens": 12}}
+        return chat_completion(body, text)
 
-    with serve_app(app) as url:
-        backend = OpenAIBackend(url + "/v1", "Qwen/QwQ-32B")
-        config = load_config(None, ["method.name=search-o1", "llms.default.backend=openai",
-                                    f"llms.default.base_url={url}/v1"])
-        ctx = Context(llms={"default": backend}, config=config, retriever=hotpot_retriever)
-        trace = await run_method("search-o1", Q, ctx)
-        await backend.aclose()
+    trace = await run_behind_openai(serve_app, app, "search-o1", Q, hotpot_retriever,
+                                    "Qwen/QwQ-32B")
     assert trace.status == "ok" and trace.answer == "Arthur's Magazine"
     assert [s.role for s in trace.steps] == ["search-o1", "R", "search-o1.rid", "search-o1"]
     assert seen[0]["stop"] == [END_QUERY] and seen[0]["max_tokens"] == 1024

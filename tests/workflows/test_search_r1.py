@@ -7,15 +7,12 @@ from __future__ import annotations
 import re
 
 from fastapi import FastAPI, Request
-from tests.workflows.conftest import make_ctx
+from tests.workflows.conftest import chat_completion, make_ctx, run_behind_openai
 
-from marag.config import load_config
-from marag.llm.openai_http import OpenAIBackend
 from marag.llm.scripted import ScriptedLLM
 from marag.roles.search_r1 import INVALID_NOTE
 from marag.types import Question
 from marag.workflows import run_method
-from marag.workflows.engine import Context
 
 Q = Question(id="q1", question="Which magazine was started first, Arthur's Magazine or "
              "First for Women?", golden_answers=["Arthur's Magazine"])
@@ -128,21 +125,10 @@ async def test_released_checkpoint_protocol_over_openai_backend(serve_app, hotpo
         else:
             assert "<information>Doc 1(Title: " in last["content"]
             text = "<think>1844 is earlier.</think>\n<answer> Arthur's Magazine </answer>"
-        for stop in body.get("stop") or []:
-            if stop in text:
-                text = text[:text.index(stop)]
-        return {"id": "x", "object": "chat.completion", "model": body["model"],
-                "choices": [{"index": 0, "finish_reason": "stop",
-                             "message": {"role": "assistant", "content": text}}],
-                "usage": {"prompt_tokens": 50, "completion_tokens": 12}}
+        return chat_completion(body, text)
 
-    with serve_app(app) as url:
-        backend = OpenAIBackend(url + "/v1", "SearchR1-nq_hotpotqa_train-qwen2.5-7b-em-ppo")
-        config = load_config(None, ["method.name=search-r1", "llms.default.backend=openai",
-                                    f"llms.default.base_url={url}/v1"])
-        ctx = Context(llms={"default": backend}, config=config, retriever=hotpot_retriever)
-        trace = await run_method("search-r1", Q, ctx)
-        await backend.aclose()
+    trace = await run_behind_openai(serve_app, app, "search-r1", Q, hotpot_retriever,
+                                    "SearchR1-nq_hotpotqa_train-qwen2.5-7b-em-ppo")
     assert trace.status == "ok" and trace.answer == "Arthur's Magazine"
     assert [s.role for s in trace.steps] == ["search-r1", "R", "search-r1"]
     assert seen[0]["stop"] == ["</search>", "</answer>"] and seen[0]["max_tokens"] == 500
