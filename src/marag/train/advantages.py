@@ -56,12 +56,6 @@ def token_rewards(t: Transition, kl_coef: float, kl_in_reward: bool) -> torch.Te
     return r
 
 
-def _trained(t: Transition) -> torch.Tensor:
-    """Bool [len(response)]: the positions that train (all but observations)."""
-    if t.loss_mask is None:
-        return torch.ones(len(t.response_ids), dtype=torch.bool)
-    return torch.tensor(t.loss_mask, dtype=torch.bool)
-
 
 def compute(transitions: Sequence[Transition], estimator: str, *, gamma: float, lam: float,
             kl_coef: float, kl_in_reward: bool, scale_rewards: str = "group") -> None:
@@ -76,7 +70,7 @@ def compute(transitions: Sequence[Transition], estimator: str, *, gamma: float, 
     rewards = {id(t): token_rewards(t, kl_coef, kl_in_reward) for t in transitions}
     if estimator == "gae":
         for steps in by_trace(transitions):
-            keep = [_trained(t) for t in steps]
+            keep = [t.trained_mask() for t in steps]
             adv, ret = core.chained_gae([rewards[id(t)][k] for t, k in zip(steps, keep)],
                                         [_values(t)[k] for t, k in zip(steps, keep)],
                                         gamma, lam)
@@ -140,7 +134,7 @@ def explained_variance(transitions: Sequence[Transition]) -> float:
     for t in transitions:
         if t.values is None or t.returns is None:
             continue
-        where = _trained(t) if t.value_mask is None else t.value_mask.bool()
+        where = t.trained_mask() if t.value_mask is None else t.value_mask.bool()
         vals.append(t.values[where])
         rets.append(t.returns[where])
     if not vals:
@@ -159,7 +153,7 @@ def whiten_stats(transitions: Sequence[Transition]) -> tuple[float, float, float
     s = sq = n = 0.0
     for t in transitions:
         assert t.advantages is not None
-        a = t.advantages[_trained(t)]  # observations inside a response are not advantages
+        a = t.advantages[t.trained_mask()]  # observations inside a response are not advantages
         s += float(a.sum())
         sq += float((a ** 2).sum())
         n += a.numel()

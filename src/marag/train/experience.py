@@ -56,6 +56,12 @@ class Transition:
         """Response tokens that take part in the loss."""
         return len(self.response_ids) if self.loss_mask is None else sum(self.loss_mask)
 
+    def trained_mask(self) -> torch.Tensor:
+        """Bool [len(response)]: True on the tokens that train (all but observations)."""
+        if self.loss_mask is None:
+            return torch.ones(len(self.response_ids), dtype=torch.bool)
+        return torch.tensor(self.loss_mask, dtype=torch.bool)
+
 
 def collect(traces: Sequence[Trace], rewards: Sequence[Sequence[float | None]],
             roles: Iterable[str]) -> list[Transition]:

@@ -413,7 +413,7 @@ class Trainer:
         nothing uses the KL)."""
         if not self.learner.uses_kl:
             return None
-        s = sum(float(((t.old_logprobs - t.ref_logprobs) * _trained(t)).sum())
+        s = sum(float((t.old_logprobs - t.ref_logprobs)[t.trained_mask()].sum())
                 for t in transitions if t.old_logprobs is not None and t.ref_logprobs is not None)
         n = sum(t.trained_tokens for t in transitions)
         total, count = self._all_sum(s), self._all_sum(float(n))
@@ -538,12 +538,6 @@ class Trainer:
             save_policy(self.policy, dest, whole)
         self.acc.wait_for_everyone()
         return Path(dest)
-
-
-def _trained(t: Transition) -> torch.Tensor:
-    """1 on the response tokens that train, 0 on observations inside the response."""
-    n = len(t.response_ids)
-    return torch.ones(n) if t.loss_mask is None else torch.tensor(t.loss_mask, dtype=torch.float32)
 
 
 def check_settings(config: Config) -> None:
