@@ -5,31 +5,15 @@ from __future__ import annotations
 
 import pytest
 import torch
+from tests.train.conftest import tiny_policy
 from tests.train.test_trainer import make
 
-from marag.config import LoraConfig
-from marag.llm.tiny import build_tiny_model
 from marag.train.experience import Transition, batch
-from marag.train.policy import PolicyValue, attach_lora, enable_gradient_checkpointing, token_stats
+from marag.train.policy import token_stats
 
 
 def _policy(lora: bool, checkpointing: bool):
-    model, tok = build_tiny_model(seed=0)
-    torch.manual_seed(0)
-    if lora:
-        backbone = attach_lora(model, LoraConfig(r=4, target_modules=["q_proj", "v_proj"]))
-    else:
-        backbone = model
-        for p in model.parameters():
-            p.requires_grad_(True)
-    if checkpointing:
-        enable_gradient_checkpointing(model)
-    policy = PolicyValue(backbone, model.config.hidden_size)
-    with torch.no_grad():
-        for name, p in policy.named_parameters():
-            if "lora_B" in name or name.startswith("value_head"):
-                p.normal_(0, 0.05)
-    return policy, model, tok
+    return tiny_policy(lora=lora, checkpointing=checkpointing)
 
 
 def _batch(tok):

@@ -7,14 +7,13 @@ from __future__ import annotations
 
 import pytest
 import torch
+from tests.train.conftest import tiny_policy
 
-from marag.config import LoraConfig
 from marag.llm.tiny import build_tiny_model
 from marag.train.experience import Transition, batch
 from marag.train.policy import (
     PolicyValue,
     ReferenceLM,
-    attach_lora,
     last_hidden,
     lm_logits,
     token_stats,
@@ -47,20 +46,7 @@ def old_token_stats(module, b, allowed, entropy=False, with_values=True):
 
 
 def _policy(lora: bool = True, dtype: torch.dtype = torch.float32):
-    model, tok = build_tiny_model(seed=0)
-    model.to(dtype)
-    torch.manual_seed(0)
-    if lora:
-        backbone = attach_lora(model, LoraConfig(r=4, target_modules=["q_proj", "v_proj"]))
-    else:
-        backbone = model
-        for p in model.parameters():
-            p.requires_grad_(True)
-    policy = PolicyValue(backbone, model.config.hidden_size)
-    with torch.no_grad():
-        for name, p in policy.named_parameters():
-            if "lora_B" in name or name.startswith("value_head"):
-                p.normal_(0, 0.05)
+    policy, _, tok = tiny_policy(lora=lora, dtype=dtype)
     return policy, tok
 
 

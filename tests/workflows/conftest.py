@@ -7,6 +7,7 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+from fastapi import FastAPI, Request
 
 from marag.config import load_config
 from marag.retrieval.base import Retriever
@@ -34,6 +35,22 @@ def make_ctx(llms: Any, retriever: Retriever | None, *overrides: str) -> Context
 @pytest.fixture
 def ctx_for():  # type: ignore[no-untyped-def]
     return make_ctx
+
+
+def scripted_chat_app(reply: Any) -> tuple[Any, list[dict[str, Any]]]:
+    """``(app, seen)``: an OpenAI-compatible chat route whose reply text is ``reply(body)``
+    (cut at the request's stop strings by :func:`chat_completion`); ``seen`` collects the
+    request bodies in order."""
+    seen: list[dict[str, Any]] = []
+    app = FastAPI()
+
+    @app.post("/v1/chat/completions")
+    async def chat(request: Request) -> dict[str, Any]:
+        body = await request.json()
+        seen.append(body)
+        return chat_completion(body, reply(body))
+
+    return app, seen
 
 
 def chat_completion(body: dict[str, Any], text: str) -> dict[str, Any]:

@@ -9,8 +9,7 @@ from __future__ import annotations
 import re
 from dataclasses import replace
 
-from fastapi import FastAPI, Request
-from tests.workflows.conftest import chat_completion, make_ctx, run_behind_openai
+from tests.workflows.conftest import make_ctx, run_behind_openai, scripted_chat_app
 
 from marag.llm.scripted import ScriptedLLM
 from marag.retrieval.base import Retriever
@@ -192,22 +191,16 @@ async def test_empty_question_is_a_recorded_failure(hotpot_retriever):
 async def test_protocol_over_openai_backend(serve_app, hotpot_retriever):
     """A scripted OpenAI-compatible server: it stops on <|end_search_query|> (dropping it, as
     the API does) and is asked to continue the open assistant turn."""
-    seen: list[dict] = []
-    app = FastAPI()
-
-    @app.post("/v1/chat/completions")
-    async def chat(request: Request):
-        body = await request.json()
-        seen.append(body)
+    def reply(body: dict) -> str:
         last = body["messages"][-1]
         if "**Final Information**" in last["content"] and last["role"] == "user":
-            text = RID
-        elif last["role"] == "user":
-            text = SEARCH + "\nnever reached"
-        else:
-            assert f"{BEGIN_RESULT}Arthur's Magazine was started in 1844." in last["content"]
-            text = ANSWER
-        return chat_completion(body, text)
+            return RID
+        if last["role"] == "user":
+            return SEARCH + "\nnever reached"
+        assert f"{BEGIN_RESULT}Arthur's Magazine was started in 1844." in last["content"]
+        return ANSWER
+
+    app, seen = scripted_chat_app(reply)
 
     trace = await run_behind_openai(serve_app, app, "search-o1", Q, hotpot_retriever,
                                     "Qwen/QwQ-32B")

@@ -6,8 +6,7 @@ from __future__ import annotations
 
 import re
 
-from fastapi import FastAPI, Request
-from tests.workflows.conftest import chat_completion, make_ctx, run_behind_openai
+from tests.workflows.conftest import make_ctx, run_behind_openai, scripted_chat_app
 
 from marag.llm.scripted import ScriptedLLM
 from marag.roles.search_r1 import INVALID_NOTE
@@ -112,21 +111,15 @@ async def test_released_checkpoint_protocol_over_openai_backend(serve_app, hotpo
     """A scripted OpenAI-compatible server that speaks Search-R1's tags, as a released
     checkpoint behind vLLM does: it stops on </search> (dropping it, as the API does) and is
     asked to continue the open assistant turn."""
-    seen: list[dict] = []
-    app = FastAPI()
 
-    @app.post("/v1/chat/completions")
-    async def chat(request: Request):
-        body = await request.json()
-        seen.append(body)
+    def reply(body: dict) -> str:
         last = body["messages"][-1]
         if last["role"] == "user":
-            text = "<think>Look it up.</think>\n<search> Arthur's Magazine </search>"
-        else:
-            assert "<information>Doc 1(Title: " in last["content"]
-            text = "<think>1844 is earlier.</think>\n<answer> Arthur's Magazine </answer>"
-        return chat_completion(body, text)
+            return "<think>Look it up.</think>\n<search> Arthur's Magazine </search>"
+        assert "<information>Doc 1(Title: " in last["content"]
+        return "<think>1844 is earlier.</think>\n<answer> Arthur's Magazine </answer>"
 
+    app, seen = scripted_chat_app(reply)
     trace = await run_behind_openai(serve_app, app, "search-r1", Q, hotpot_retriever,
                                     "SearchR1-nq_hotpotqa_train-qwen2.5-7b-em-ppo")
     assert trace.status == "ok" and trace.answer == "Arthur's Magazine"
