@@ -72,6 +72,7 @@ REGISTRY: tuple[MethodSpec, ...] = (
     MethodSpec("search-r1", "one LLM reasons in <think>, searches with <search>, reads "
                "<information> and answers in <answer>", "search_r1:search_r1",
                ("search-r1",), ("search-r1",), "search-r1", sequences="trajectory",
+               sft_recipes=("answers",),
                paper="Search-R1 (Jin et al., 2025)"),
     MethodSpec("search-o1", "a reasoning model searches mid-thought between "
                "<|begin_search_query|> markers; a Reason-in-Documents call condenses the top "

@@ -179,15 +179,17 @@ async def examples_mmoa(questions: Sequence[Question], retriever: Any, config: C
 
 
 YES_NO = frozenset({"yes", "no"})
-# methods whose AG reads the top ``method.top_k`` documents retrieved with the question
+# methods whose AG reads the top ``method.top_k`` documents retrieved with the question (and
+# search-r1, whose label searches for the question and answers from the top search_top_k)
 ANSWER_RECIPE_METHODS = tuple(m.name for m in REGISTRY if "answers" in m.sft_recipes)
 
 
 def check_answer_method(method: str) -> None:
     """Refuse a method whose AG never reads the top ``method.top_k`` documents of ``R, AG``."""
     if method not in ANSWER_RECIPE_METHODS:
-        raise ValueError(f"--recipe answers labels the AG of an `R, AG` plan, which {method} "
-                         f"does not run; use --method {' | '.join(ANSWER_RECIPE_METHODS)}")
+        raise ValueError(f"--recipe answers labels the AG of an `R, AG` plan (or search-r1's "
+                         f"search-then-answer calls), which {method} does not run; use "
+                         f"--method {' | '.join(ANSWER_RECIPE_METHODS)}")
 
 
 def shown_text(role: Role, question: str, docs: Sequence[Any]) -> str:
@@ -233,6 +235,10 @@ async def examples_answers(questions: Sequence[Question], retriever: Any, config
 
     m = config.method
     check_answer_method(m.name)
+    if m.name == "search-r1":  # no AG: a search call and an answer call in its own tags
+        from marag.train.search_r1_labels import examples_search_r1
+
+        return await examples_search_r1(questions, retriever, config, tally)
     ag = role_for("AG", m.prompts, m.name, role_variants(config, "AG"))
     share = config.sft.irrelevant_share
     depth = m.top_k * 3 if share else m.top_k
