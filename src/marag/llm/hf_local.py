@@ -8,8 +8,10 @@ moment its row finishes. Many questions and parallel sub-questions calling the b
 once therefore share forward passes, and none waits for a whole batch to end.
 
 ``.module`` is the torch model and ``.tokenizer`` its tokenizer, so a trainer can update the
-very weights this backend samples from. ``.model`` is the model's name (a string), as the
-LLM protocol requires for traces and price tables.
+very weights this backend samples from (``marag.llm.trainable.TrainableBackend``: also the
+pad and EOS ids, the vocabulary size, bf16 autocast of decoding, ``weights_updated``).
+``.model`` is the model's name (a string), as the LLM protocol requires for traces and price
+tables.
 """
 
 from __future__ import annotations
@@ -179,7 +181,7 @@ class HFBackend:
         if mask is None:
             import torch
 
-            vocab = self._vocab_size()
+            vocab = self.vocab_size
             mask = torch.zeros(vocab, dtype=torch.bool, device=self.module.device)
             ids = [t for t in allowed_token_ids(self.tokenizer, allowed, self._decoder.eos_ids)
                    if t < vocab]
@@ -187,9 +189,34 @@ class HFBackend:
             self._masks[allowed] = mask
         return mask
 
-    def _vocab_size(self) -> int:
+    # ------------------------------------------------------------------ training
+    # (marag.llm.trainable.TrainableBackend: what a trainer reads and sets)
+
+    @property
+    def vocab_size(self) -> int:
+        """Rows of the output head (the config's vocab_size when it has none)."""
         emb = self.module.get_output_embeddings()
         return int(emb.weight.shape[0]) if emb is not None else int(self.module.config.vocab_size)
+
+    @property
+    def pad_id(self) -> int:
+        """The token id the decoder pads batches with (a trainer pads its batches alike)."""
+        return self._decoder.pad_id
+
+    @property
+    def eos_ids(self) -> frozenset[int]:
+        """Every token id that ends a completion."""
+        return frozenset(self._decoder.eos_ids)
+
+    @property
+    def bf16_autocast(self) -> bool:
+        """Whether decoding on the CPU runs under bfloat16 autocast (``llms.*.bf16_autocast``;
+        a trainer that scores in bf16 turns it on so local rollouts decode as it scores)."""
+        return self._decoder.bf16_autocast
+
+    @bf16_autocast.setter
+    def bf16_autocast(self, enabled: bool) -> None:
+        self._decoder.bf16_autocast = enabled
 
     def weights_updated(self) -> int:
         """Tell the backend that ``.module``'s weights changed (a training update, a loaded

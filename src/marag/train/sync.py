@@ -31,7 +31,7 @@ def check_server_tokens(tr: Any, traces: Sequence[Trace]) -> None:
     stops training instead of training on ids the server never sampled."""
     from marag.llm.chat import prompt_ids
 
-    vocab = tr.backend._vocab_size()
+    vocab = tr.backend.vocab_size
     lora = tr.server.model
     bad: list[str] = []
     for trace in traces:
