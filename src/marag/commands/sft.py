@@ -172,8 +172,10 @@ def run(args: argparse.Namespace) -> int:
             examples = [e for e in examples if e.role in cfg.roles]
     print(f"{len(examples)} examples: " + ", ".join(
         f"{r} {sum(e.role == r for e in examples)}" for r in sorted({e.role for e in examples})))
+    from marag.llm.trainable import TrainableBackend
+
     backend = ctx.llms[config.backend_for(examples[0].role if examples else "default")]
-    if not hasattr(backend, "module"):
+    if not isinstance(backend, TrainableBackend):
         print("marag sft: the roles must run on the local hf backend", file=sys.stderr)
         return 2
     try:  # before record() rewrites the folder's config of a run it cannot continue

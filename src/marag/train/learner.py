@@ -30,35 +30,19 @@ from marag.train.advantages import CRITIC_FREE
 from marag.train.errors import TrainError
 from marag.train.experience import Batch, Transition, batch, right_aligned, shared_batch
 from marag.train.policy import PolicyValue, ReferenceLM, token_stats, trainable_parameters
+from marag.train.step import (
+    LossFn,
+    Precision,
+    compute_dtype,
+    micro_batch_loss,
+    micro_batch_step,
+)
 
 log = logging.getLogger(__name__)
-
-# CPU bf16 kernels are fastest on widths that are multiples of this (as the decoder pads)
-CPU_BF16_PAD = 32
-
-
-def pad_multiple(dtype: torch.dtype, device: torch.device) -> int:
-    """The column multiple a training batch is padded to: CPU_BF16_PAD under CPU bf16."""
-    return CPU_BF16_PAD if dtype == torch.bfloat16 and device.type == "cpu" else 1
 
 
 class LearnerError(TrainError):
     """Training cannot go on (e.g. too many updates in a row had non-finite gradients)."""
-
-
-def compute_dtype(setting: str, device: torch.device) -> torch.dtype:
-    """What ``train.dtype`` resolves to: the dtype scoring and updates compute in (weights
-    and optimizer state stay as loaded). ``auto``: bfloat16 autocast where the hardware has
-    bf16 matrix units (AMX / AVX-512 BF16 CPUs, bf16 GPUs), else float32."""
-    from marag.llm.dtype import cpu_has_native_bf16, cuda_has_bf16
-
-    if setting == "float32":
-        return torch.float32
-    if setting == "bfloat16":
-        return torch.bfloat16
-    native = cuda_has_bf16() if device.type == "cuda" else (
-        device.type == "cpu" and cpu_has_native_bf16())
-    return torch.bfloat16 if native else torch.float32
 
 
 def frozen_storage_dtype(setting: str, device: torch.device, lora: bool,
@@ -100,8 +84,9 @@ class Learner:
         self.value_params = list(policy.value_head.parameters())
         self.scorer = self.module if sharded else policy
         self.scheduler = torch.optim.lr_scheduler.LambdaLR(self.optimizer, self._lr_factor)
-        self.dtype = compute_dtype(cfg.dtype, acc.device)
-        self.pad_multiple = pad_multiple(self.dtype, acc.device)
+        self.precision = Precision.of(cfg.dtype, acc.device)
+        self.dtype = self.precision.dtype
+        self.pad_multiple = self.precision.pad_multiple
         self.skipped_in_a_row = 0
         self.kl_coef = cfg.kl_coef  # the trainer sets the controller's value before updates
 
@@ -129,9 +114,7 @@ class Learner:
             group["lr"] = base * factor
 
     def autocast(self) -> AbstractContextManager[Any]:
-        if self.dtype == torch.float32:
-            return nullcontext()
-        return torch.autocast(self.acc.device.type, dtype=self.dtype)
+        return self.precision.autocast()
 
     def _batch(self, items: Sequence[Transition]) -> Batch:
         make = shared_batch if self.cfg.share_prompts else batch
@@ -236,9 +219,10 @@ class Learner:
                     real = j < len(micro)
                     chunk = micro[j] if real else [self.dummy()]
                     with acc.no_sync(self.module) if j < n_micro - 1 else nullcontext():
-                        with self.autocast():
-                            loss, s = self.loss(chunk, totals, world, real)
-                        acc.backward(loss)
+                        b, allowed, loss_of = self._ppo(chunk, totals, world, real)
+                        _, s = micro_batch_step(self.module, b, allowed, loss_of,
+                                                self.precision, backward=acc.backward,
+                                                entropy=True)
                     if real:
                         for k, v in s.items():
                             stats[k] += v * len(chunk)
@@ -282,15 +266,33 @@ class Learner:
 
     def loss(self, items: list[Transition], totals: tuple[float, float], world: int,
              real: bool) -> tuple[torch.Tensor, dict[str, float]]:
-        """The PPO loss of one micro-batch. ``totals``: the global token (or sequence) count
-        and the global count of value-loss positions of its mini-batch, which every
-        micro-batch's policy and value losses are divided by; ``real`` False: a dummy that
-        only takes part in the collective backward."""
-        cfg = self.cfg
+        """The PPO loss of one micro-batch (the forward pass, no backward). ``totals``: the
+        global token (or sequence) count and the global count of value-loss positions of
+        its mini-batch, which every micro-batch's policy and value losses are divided by;
+        ``real`` False: a dummy that only takes part in the collective backward."""
+        b, allowed, loss_of = self._ppo(items, totals, world, real)
+        return micro_batch_loss(self.module, b, allowed, loss_of, entropy=True)
+
+    def _ppo(self, items: list[Transition], totals: tuple[float, float], world: int,
+             real: bool) -> tuple[Batch, list[torch.Tensor | None],
+                                  LossFn[dict[str, float]]]:
+        """The batch of ``items``, their allowed tokens and the PPO loss of their scores
+        (see ``loss``)."""
         b = self._batch(items)
         allowed = [self.allowed(t) for t in items]
+
+        def loss_of(logp: torch.Tensor, ent: torch.Tensor | None,
+                    values: torch.Tensor | None) -> tuple[torch.Tensor, dict[str, float]]:
+            return self._ppo_loss(items, b, logp, ent, values, totals, world, real)
+
+        return b, allowed, loss_of
+
+    def _ppo_loss(self, items: list[Transition], b: Batch, logp: torch.Tensor,
+                  ent: torch.Tensor | None, values: torch.Tensor | None,
+                  totals: tuple[float, float], world: int, real: bool
+                  ) -> tuple[torch.Tensor, dict[str, float]]:
+        cfg = self.cfg
         critic = cfg.estimator not in CRITIC_FREE and cfg.vf_coef > 0
-        logp, ent, values = token_stats(self.module, b, allowed, entropy=True)
         assert values is not None and ent is not None
         width = b.keep
 

@@ -277,6 +277,37 @@ def attach_lora(model: nn.Module, cfg: LoraConfig) -> nn.Module:
     return get_peft_model(model, peft_cfg)
 
 
+def build_policy(model: nn.Module, lora: LoraConfig, *, critic: str = "shared",
+                 reference: bool = False, gradient_checkpointing: bool = False
+                 ) -> tuple[PolicyValue, nn.Module | None]:
+    """The trained policy over ``model`` (a backend's module, changed in place), as ``marag
+    train`` and ``marag sft`` both build it: a new LoRA adapter when ``lora.enabled`` (every
+    base weight frozen), else every weight trainable; ``gradient_checkpointing`` on the
+    decoder layers; a value head (``critic``) on the device of ``model``.
+
+    ``reference``: also return a frozen copy of the starting weights for full fine-tuning
+    (the KL reference; taken before anything changes). LoRA needs none (the reference is the
+    backbone with the adapter off), so the second value is None then, and without
+    ``reference``."""
+    import copy
+
+    frozen = None
+    if reference and not lora.enabled:
+        frozen = copy.deepcopy(model).eval()
+        for p in frozen.parameters():
+            p.requires_grad_(False)
+    if lora.enabled:
+        backbone = attach_lora(model, lora)
+    else:
+        for p in model.parameters():
+            p.requires_grad_(True)
+        backbone = model
+    if gradient_checkpointing:
+        enable_gradient_checkpointing(model)
+    policy = PolicyValue(backbone, hidden_size(model), critic=critic).to(model.device)
+    return policy, frozen
+
+
 def store_frozen_linears(model: nn.Module, dtype: torch.dtype) -> int:
     """Keep the frozen weights and biases of ``model``'s linear layers (LoRA's base layers)
     in ``dtype``, the autocast dtype every pass computes them in. Autocast caches its casts

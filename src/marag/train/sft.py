@@ -41,16 +41,20 @@ import random
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import torch
 
 from marag.config import Config, SFTConfig
 from marag.llm.chat import prompt_ids, text_ids
+from marag.llm.trainable import TrainableBackend
 from marag.methods import REGISTRY
 from marag.roles.base import Role
 from marag.roles.prompt import content_words
 from marag.types import Question, Trace
+
+if TYPE_CHECKING:
+    from marag.train.step import LossFn
 
 log = logging.getLogger(__name__)
 
@@ -316,11 +320,15 @@ def tokenize(examples: Sequence[Example], tokenizer: Any, eos: int) -> list[Any]
     return out
 
 
-def train_sft(backend: Any, examples: Sequence[Example], cfg: SFTConfig, out: str | Path,
-              progress: bool = False) -> list[dict[str, float]]:
+def train_sft(backend: TrainableBackend, examples: Sequence[Example], cfg: SFTConfig,
+              out: str | Path, progress: bool = False) -> list[dict[str, float]]:
     """Fine-tune ``backend.module`` on ``examples``; the adapter (or model) goes to
     ``out/policy``. Returns the per-step losses (those of earlier calls included, when it
     resumed).
+
+    The policy is built, and each micro-batch's forward and backward pass runs, as ``marag
+    train``'s learner does (``policy.build_policy``, ``step.micro_batch_step``); the loss is
+    the cross-entropy of the response tokens.
 
     Every ``cfg.save_every`` steps, and after the last, a checkpoint (trainable tensors,
     optimizer, RNG) goes to ``out/checkpoints``; a later call with the same ``out``, model,
@@ -330,11 +338,12 @@ def train_sft(backend: Any, examples: Sequence[Example], cfg: SFTConfig, out: st
     refuses, since the checkpoint could not continue it."""
     from tqdm import tqdm
 
+    from marag.llm.chat import turn_end_id
     from marag.train import checkpoint as ckpt
     from marag.train.experience import batch
-    from marag.train.learner import compute_dtype, pad_multiple
     from marag.train.logbook import Logbook
-    from marag.train.policy import PolicyValue, attach_lora, hidden_size, save_policy, token_stats
+    from marag.train.policy import build_policy, save_policy
+    from marag.train.step import Precision, micro_batch_step
 
     found, identity = check_out(out, backend, examples, cfg)
     out = Path(out)
@@ -342,22 +351,14 @@ def train_sft(backend: Any, examples: Sequence[Example], cfg: SFTConfig, out: st
     used = used_examples(examples, cfg)
     torch.manual_seed(cfg.seed)
     model = backend.module
-    if cfg.lora.enabled:
-        backbone = attach_lora(model, cfg.lora)
-    else:
-        for p in model.parameters():
-            p.requires_grad_(True)
-        backbone = model
-    policy = PolicyValue(backbone, hidden_size(model)).to(model.device)
-    params = [p for p in backbone.parameters() if p.requires_grad]
+    policy, _ = build_policy(model, cfg.lora)
+    params = [p for p in policy.backbone.parameters() if p.requires_grad]
     opt = torch.optim.AdamW(params, lr=cfg.lr)
-    from marag.llm.chat import turn_end_id
-
     # a reply ends the way the template ends an assistant turn (Qwen: <|im_end|>, which is
     # what the decoder stops on at inference), not with the smallest of the EOS ids
-    eos = turn_end_id(backend.tokenizer, set(backend._decoder.eos_ids))
+    eos = turn_end_id(backend.tokenizer, set(backend.eos_ids))
     items = tokenize(used, backend.tokenizer, eos)
-    pad = backend._decoder.pad_id
+    pad = backend.pad_id
     book = Logbook(out, tensorboard=False)
     start = 0
     steps = sft_steps(len(items), cfg)
@@ -375,8 +376,7 @@ def train_sft(backend: Any, examples: Sequence[Example], cfg: SFTConfig, out: st
     rng = random.Random(cfg.seed)
     bar = tqdm(total=steps, initial=min(start, steps), disable=not progress, desc="sft",
                unit="step")
-    dtype = compute_dtype(cfg.dtype, model.device)
-    multiple = pad_multiple(dtype, model.device)
+    precision = Precision.of(cfg.dtype, model.device)
     policy.train()
     step = 0
     for epoch in range(cfg.epochs):
@@ -394,13 +394,10 @@ def train_sft(backend: Any, examples: Sequence[Example], cfg: SFTConfig, out: st
             total = 0.0
             for m0 in range(0, len(chunk), cfg.micro_batch_size):
                 micro = chunk[m0:m0 + cfg.micro_batch_size]
-                b = batch(micro, pad, model.device, multiple)
-                with torch.autocast(model.device.type, dtype=dtype,
-                                    enabled=dtype != torch.float32):
-                    logp, _, _ = token_stats(policy, b, [None] * len(micro))
-                loss = -(logp.float() * b.mask).sum() / n_tok
-                loss.backward()
-                total += float(loss.detach())
+                b = batch(micro, pad, model.device, precision.pad_multiple)
+                loss, _ = micro_batch_step(policy, b, [None] * len(micro),
+                                           _cross_entropy(b.mask, n_tok), precision)
+                total += float(loss)
             torch.nn.utils.clip_grad_norm_(params, 1.0)
             opt.step()
             opt.zero_grad(set_to_none=True)
@@ -418,6 +415,17 @@ def train_sft(backend: Any, examples: Sequence[Example], cfg: SFTConfig, out: st
     save_policy(policy, out / "policy")
     backend.weights_updated()
     return rows
+
+
+def _cross_entropy(mask: torch.Tensor, n_tok: int) -> LossFn[None]:
+    """The loss of one SFT micro-batch: the negative logprob of its response tokens
+    (``mask``), summed and divided by the whole batch's ``n_tok`` response tokens."""
+
+    def loss_of(logp: torch.Tensor, _ent: torch.Tensor | None, _values: torch.Tensor | None
+                ) -> tuple[torch.Tensor, None]:
+        return -(logp.float() * mask).sum() / n_tok, None
+
+    return loss_of
 
 
 def examples_digest(examples: Sequence[Example]) -> str:
@@ -449,8 +457,8 @@ def resume_settings(cfg: SFTConfig) -> dict[str, Any]:
                                                 "max_examples"})
 
 
-def check_out(out: str | Path, backend: Any, examples: Sequence[Example], cfg: SFTConfig
-              ) -> tuple[Path | None, dict[str, Any]]:
+def check_out(out: str | Path, backend: TrainableBackend, examples: Sequence[Example],
+              cfg: SFTConfig) -> tuple[Path | None, dict[str, Any]]:
     """The checkpoint in ``out`` an SFT run would resume from (None: it starts afresh) and
     the identity its checkpoints record. A checkpoint of another model, other examples or
     other settings, one past the run's last step, or one of another kind of run is a
@@ -458,7 +466,7 @@ def check_out(out: str | Path, backend: Any, examples: Sequence[Example], cfg: S
     import json
 
     from marag.train import checkpoint as ckpt
-    from marag.train.learner import compute_dtype
+    from marag.train.step import compute_dtype
 
     if not examples:
         raise ValueError("no SFT examples: nothing passed the filters")
@@ -466,7 +474,7 @@ def check_out(out: str | Path, backend: Any, examples: Sequence[Example], cfg: S
     dtype = compute_dtype(cfg.dtype, backend.module.device)
     identity = {"examples": examples_digest(used), "settings": resume_settings(cfg),
                 "model": {"model": str(backend.model),
-                          "adapters": [str(a) for a in getattr(backend, "adapters", ())],
+                          "adapters": [str(a) for a in backend.adapters],
                           "dtype": str(dtype).removeprefix("torch.")}}
     found = ckpt.latest(Path(out) / "checkpoints")
     if found is None:
