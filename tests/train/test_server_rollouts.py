@@ -108,7 +108,7 @@ def test_a_server_that_keeps_old_weights_is_caught(tmp_path, serve_app):
     with serve_app(_server_app()) as base:
         url = f"{base}/v1"
         tr = make(tmp_path, url, "train.max_logprob_gap=1e-3")
-        tr.push_adapter = lambda version: None  # the server never gets the update
+        tr.sync.push = lambda version: None  # the server never gets the update
         tr.iteration(0)
         with pytest.raises(TrainError, match="did not come from the weights being trained"):
             tr.iteration(1)

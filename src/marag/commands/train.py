@@ -43,8 +43,11 @@ def run(args: argparse.Namespace) -> int:
     import yaml
 
     from marag.train.data import split_questions
+    from marag.train.topology import check_topology
 
     config = load_run_config(args, run_overrides(args) + list(args.overrides))
+    # llms entries that cannot train together: refused before a model or index loads
+    check_topology(config)
     out = Path(args.out)
     text = yaml.safe_dump(config.model_dump(mode="json"), sort_keys=False)
     saved = out / "config.yaml"

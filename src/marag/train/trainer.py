@@ -20,7 +20,6 @@ adapter sync and checkpoints gather the whole trainable tensors first.
 from __future__ import annotations
 
 import asyncio
-import copy
 import logging
 import os
 from collections import Counter
@@ -30,52 +29,42 @@ from typing import Any
 
 import torch
 
-from marag.config import Config, ConfigError
-from marag.methods import REGISTRY, get_method
+from marag.config import Config
+from marag.llm.trainable import TrainableBackend
+from marag.methods import get_method
 from marag.train import advantages as adv_mod
 from marag.train import checkpoint as ckpt
-from marag.train import core, sync
+from marag.train import core
 from marag.train.errors import TrainError
 from marag.train.experience import Transition, collect
 from marag.train.learner import Learner, frozen_storage_dtype
 from marag.train.logbook import Logbook
 from marag.train.policy import (
-    PolicyValue,
-    attach_lora,
-    enable_gradient_checkpointing,
+    build_policy,
     full_trainable,
-    hidden_size,
     load_value_head,
     store_frozen_linears,
 )
 from marag.train.rewards import step_rewards
+from marag.train.sync import ServerSync
 from marag.train.timing import Phases
+from marag.train.topology import (  # noqa: F401 - DEFAULT_ROLES, METHOD_ROLES: read from here
+    DEFAULT_ROLES,
+    METHOD_ROLES,
+    TopologyError,
+    check_topology,
+    frozen_message,
+    frozen_roles_on,
+    roles_on,
+    trained_roles,
+    users_message,
+)
 from marag.train.trajectory import merge_trajectories
 from marag.types import Question, Trace, write_jsonl
 from marag.workflows import Context, run_method
 from marag.workflows.engine import derive_seed
 
 log = logging.getLogger(__name__)
-
-# Every LLM role each method can run, and the roles it trains by default (train.roles
-# empty): the papers' choices, from the method registry.
-METHOD_ROLES: dict[str, tuple[str, ...]] = {m.name: m.roles for m in REGISTRY}
-DEFAULT_ROLES: dict[str, tuple[str, ...]] = {m.name: m.trained for m in REGISTRY}
-
-
-def trained_roles(config: Config) -> list[str]:
-    from marag.roles import ROLES
-
-    roles = list(config.train.roles) or list(DEFAULT_ROLES[config.method.name])
-    unknown = [r for r in roles if r not in ROLES]
-    if unknown:
-        raise ConfigError(f"train.roles: unknown role(s) {unknown}; known: {sorted(ROLES)}")
-    runs = METHOD_ROLES[config.method.name]
-    idle = [r for r in roles if r not in runs]
-    if idle:
-        raise ConfigError(f"train.roles: {idle} never run in method {config.method.name} "
-                          f"(its roles: {list(runs)})")
-    return roles
 
 
 class Trainer:
@@ -97,12 +86,13 @@ class Trainer:
         self.questions = list(questions)
         self.eval_questions = list(eval_questions)
         self._orders: dict[int, list[int]] = {}  # pass over the data -> shuffled indices
+        # the llms entries, checked from the config before any model loads
+        self.topology = check_topology(config)
         from marag.api import build_context
 
         # the policy's weights are trained: float32 on CPU unless a dtype is named explicitly
         self.ctx = context or build_context(config, purpose="training")
-        self.server: Any = None  # rollout: server: the openai backend the trained roles use
-        self.backend = self._policy_backend()
+        self.backend, server = self._backends()
         self.tokenizer = self.backend.tokenizer
         self._build_policy()
         self.kl = core.AdaptiveKL(self.cfg.kl_coef, self.cfg.kl_target, self.cfg.kl_horizon,
@@ -112,81 +102,53 @@ class Trainer:
         if self.acc.is_main_process:
             self.out.mkdir(parents=True, exist_ok=True)
             self.logbook = Logbook(self.out, tensorboard=tensorboard)
-        self._pushed = 0
+        # rollout: server: the server the trained roles decode on and the adapter it serves
+        self.sync: ServerSync | None = None
+        if server is not None:
+            self.sync = ServerSync(server, self.backend, self.policy, self.acc,
+                                   folder=self.cfg.sync_dir or self.out / "sync",
+                                   sharded=self.sharded)
         self._resume()
-        if self.server is not None:  # the server starts from the weights training starts from
-            self.push_adapter(self.start)
+        if self.sync is not None:  # the server starts from the weights training starts from
+            self.sync.push(self.start)
 
     # ------------------------------------------------------------------ set-up
 
-    def _policy_backend(self) -> Any:
-        from marag.llm.hf_local import HFBackend
+    def _backends(self) -> tuple[TrainableBackend, Any]:
+        """The policy backend the trainer scores and updates, and the openai backend the
+        trained roles decode on (None with local rollouts), from the context.
 
-        backends = {self.config.backend_for(r) for r in self.roles}
-        if len(backends) != 1:
-            raise TrainError(f"trained roles {self.roles} run on several LLMs {sorted(backends)}; "
-                             "they must share one backbone (one llms entry)")
-        name = backends.pop()
-        backend = self.ctx.llms[name]
-        skipped = self.config.method.skip_codes  # never run, so never changed
-        frozen = [r for r in METHOD_ROLES[self.config.method.name] if r not in self.roles
-                  and r not in skipped
-                  and self.ctx.llms.get(self.config.backend_for(r)) is backend]
+        ``check_topology`` decided what the config says; this checks what only the built
+        backends say: whether another llms entry reaches the trained model (hf entries that
+        name the same model share one unless ``share: false``), and whether a context built
+        in code holds the kinds of backends its config names."""
+        top = self.topology
+        rollout = self.ctx.llms[top.rollout_llm]
+        frozen = frozen_roles_on(self.config, self.roles,
+                                 lambda entry: self.ctx.llms.get(entry) is rollout)
         if frozen:
-            raise TrainError(
-                f"frozen role(s) {frozen} run on the policy's model (llms.{name}): the trained "
-                "adapter would change them too. Map them to another llms entry with "
-                "'share: false' (see configs/mao-arag-train.yaml)")
-        if self.cfg.rollout == "server":
-            self.server = self._server_backend(name, backend)
-            return self._local_policy(name)
-        if not isinstance(backend, HFBackend):
-            raise TrainError(f"trained roles run on llms.{name} ({backend.name}); training "
-                             "needs the local 'hf' backend, or train.rollout: server with an "
-                             "openai backend (frozen roles may use any backend)")
-        return backend
-
-    def _server_backend(self, name: str, backend: Any) -> Any:
-        """rollout: server: the trained roles' backend must return the sampled token ids."""
+            raise TopologyError(frozen_message(frozen, top.rollout_llm))
+        if not top.server:
+            return self._trainable(top.rollout_llm), None
         from marag.llm.openai_http import OpenAIBackend
 
-        if not isinstance(backend, OpenAIBackend) or not backend.token_ids:
-            raise TrainError(
-                f"train.rollout: server needs the trained roles on an 'openai' backend with "
-                f"'token_ids: true' (vLLM or marag serve-llm); llms.{name} is "
-                f"{getattr(backend, 'name', type(backend).__name__)}"
-                f"{'' if not isinstance(backend, OpenAIBackend) else ' without token_ids'}")
-        if not self.cfg.lora.enabled:
-            raise TrainError(
-                "train.rollout: server with full fine-tuning (train.lora.enabled: false) would "
-                "need the full weights sent to the server after every update, which marag does "
-                "not do; train a LoRA adapter (the server reloads it) or use rollout: local")
-        return backend
-
-    def _local_policy(self, rollout_name: str) -> Any:
-        from marag.llm.hf_local import HFBackend
-
-        name = self.cfg.policy_llm
-        if name is None or name not in self.config.llms:
-            raise TrainError(
-                "train.rollout: server needs train.policy_llm naming the llms entry of the "
-                "local policy (backend hf, the server's base model) that the trainer scores "
-                f"and updates; llms has {sorted(self.config.llms)}")
-        backend = self.ctx.llms[name]
-        if not isinstance(backend, HFBackend):
-            raise TrainError(f"train.policy_llm: llms.{name} must be an 'hf' backend")
-        users = [r for r in METHOD_ROLES[self.config.method.name]
-                 if self.ctx.llms.get(self.config.backend_for(r)) is backend]
+        if not isinstance(rollout, OpenAIBackend) or not rollout.token_ids:
+            raise TrainError(f"llms.{top.rollout_llm}: the context holds backend "
+                             f"{_kind(rollout)}, not the openai backend with token_ids that "
+                             "the config names (train.rollout: server)")
+        backend = self._trainable(top.policy_llm)
+        users = roles_on(self.config, lambda entry: self.ctx.llms.get(entry) is backend)
         if users:
-            raise TrainError(f"role(s) {users} decode on llms.{name}, the local policy that "
-                             "training changes; with train.rollout: server no role runs on it "
-                             f"(the trained ones run on llms.{rollout_name})")
-        if self.config.llms[name].adapter:
-            raise TrainError(
-                f"llms.{name}.adapter is merged into the local policy, but the server only "
-                "has the base model and the trained adapter; serve a model folder with that "
-                "adapter merged and load it without adapters on both sides")
+            raise TopologyError(users_message(users, top.policy_llm, top.rollout_llm))
+        return backend, rollout
+
+    def _trainable(self, name: str) -> TrainableBackend:
+        backend = self.ctx.llms[name]
+        if not isinstance(backend, TrainableBackend):
+            raise TrainError(f"llms.{name}: the context holds backend {_kind(backend)}, not "
+                             "the local 'hf' backend that the config names for training")
         return backend
+
     def _build_policy(self) -> None:
         model = self.backend.module
         cfg = self.cfg
@@ -195,26 +157,18 @@ class Trainer:
                 f"train.lora.dropout {cfg.lora.dropout:g}: dropout makes the update's forward "
                 "pass another function than the scoring pass, so PPO's ratios would measure "
                 "dropout noise; set train.lora.dropout: 0")
-        if cfg.lora.enabled:
-            # adapters named in llms.*.adapter (an SFT warm start) are already merged into
-            # the backend's weights: they are the reference, and a new adapter trains on top
-            backbone = attach_lora(model, cfg.lora)
-            reference = None  # the reference is the backbone with the adapter off
-        else:
-            reference = copy.deepcopy(model).eval()
-            for p in reference.parameters():
-                p.requires_grad_(False)
-            for p in model.parameters():
-                p.requires_grad_(True)
-            backbone = model
+        if cfg.gradient_checkpointing and cfg.share_prompts:
+            # the layers' replay would drop the prompts' keys and values
+            raise TrainError("train.gradient_checkpointing and train.share_prompts do not "
+                             "go together (the shared prompts' keys and values are a cache, "
+                             "which checkpointed layers drop); set one of them false")
+        # LoRA: adapters named in llms.*.adapter (an SFT warm start) are already merged into
+        # the backend's weights: they are the reference (the backbone with the new adapter
+        # off), and a new adapter trains on top. Full fine-tuning: a frozen copy.
+        self.policy, reference = build_policy(
+            model, cfg.lora, critic=cfg.critic, reference=True,
+            gradient_checkpointing=cfg.gradient_checkpointing)
         self.reference = reference
-        if cfg.gradient_checkpointing:
-            if cfg.share_prompts:  # the layers' replay would drop the prompts' keys and values
-                raise TrainError("train.gradient_checkpointing and train.share_prompts do not "
-                                 "go together (the shared prompts' keys and values are a cache, "
-                                 "which checkpointed layers drop); set one of them false")
-            enable_gradient_checkpointing(model)
-        self.policy = PolicyValue(backbone, hidden_size(model), critic=cfg.critic).to(model.device)
         adapters = self.backend.adapters  # folders, with short names resolved
         if adapters:  # a critic trained with the last adapter starts from its value head
             load_value_head(self.policy, adapters[-1])
@@ -224,8 +178,8 @@ class Trainer:
         if frozen is not None:  # the frozen backbone in the dtype every pass computes it in
             store_frozen_linears(model, frozen)
         self.learner = Learner(self.policy, cfg, self.acc, reference=reference,
-                               pad_id=self.backend._decoder.pad_id,
-                               eos_ids=sorted(self.backend._decoder.eos_ids),
+                               pad_id=self.backend.pad_id,
+                               eos_ids=sorted(self.backend.eos_ids),
                                allowed=self._allowed, sharded=self.sharded, uses_kl=uses_kl)
         self.module, self.optimizer = self.learner.module, self.learner.optimizer
         self.scheduler = self.learner.scheduler
@@ -233,7 +187,7 @@ class Trainer:
             # local rollouts decode with the policy's own module; on the CPU the decoder then
             # autocasts as the learner scores, so the rollout's logprobs and the trainer's
             # stay close (on a GPU it decodes in the loaded dtype)
-            self.backend._decoder.bf16_autocast = True
+            self.backend.bf16_autocast = True
         n_train = sum(p.numel() for p in self.learner.policy_params)
         log.info("policy: %s, %d trainable parameters (+ value head), computing in %s",
                  "LoRA" if cfg.lora.enabled else "full fine-tuning", n_train,
@@ -307,12 +261,6 @@ class Trainer:
     def _all_sum(self, x: float) -> float:
         return self.learner._all_sum(x)
 
-    def check_server_tokens(self, traces: Sequence[Trace]) -> None:
-        sync.check_server_tokens(self, traces)
-
-    def push_adapter(self, version: int) -> None:
-        sync.push_adapter(self, version)
-
     # ------------------------------------------------------------------ loop
 
     def iteration(self, it: int) -> dict[str, Any]:
@@ -322,8 +270,8 @@ class Trainer:
         used = {"kl_coef": self.kl.coef, "lr": self.optimizer.param_groups[0]["lr"]}
         with phase("rollout"):
             traces = self.rollout(it)
-            if self.server is not None:
-                self.check_server_tokens(traces)
+            if self.sync is not None:
+                self.sync.check(traces, self.roles)
 
         with phase("score"):
             rewards = [step_rewards(t, cfg.rewards) for t in traces]
@@ -370,8 +318,8 @@ class Trainer:
 
         with phase("sync"):
             self.backend.weights_updated()
-            if self.server is not None:
-                self.push_adapter(it + 1)
+            if self.sync is not None:
+                self.sync.push(it + 1)
 
         kl_now = self._kl_now(transitions)
         if kl_now is not None:
@@ -601,6 +549,11 @@ def refuse_sharding(mode: str, rollout: str, share_prompts: bool = False) -> Non
         "very module (train.rollout: local), one token at a time. Launch with DDP "
         "(configs/accelerate/ddp-*.yaml), or decode on a server (train.rollout: server, see "
         "docs/training.md), which FSDP2 supports")
+
+
+def _kind(backend: Any) -> str:
+    """A backend object as an error names it."""
+    return repr(getattr(backend, "name", type(backend).__name__))
 
 
 def _sharded(acc: Any) -> str:
