@@ -74,6 +74,29 @@ def test_role_names_with_dots_can_be_overridden():
                              "roles.mmoa.QR=policy"])
     assert cfg.roles == {"mask.search": "policy", "mmoa.QR": "policy"}
     assert cfg.backend_for("mask.search") == "policy" and cfg.backend_for("mask.plan") == "default"
+    # so can the per-role reply limits of such roles
+    cfg = load_config(None, ["method.max_tokens.deepnote.update=512",
+                             "method.max_tokens.search-o1.rid=256"])
+    assert cfg.method.max_tokens == {"deepnote.update": 512, "search-o1.rid": 256}
+
+
+def test_openai_request_extras_and_token_alternatives():
+    from marag.llm.base import SamplingParams
+    from marag.llm.factory import make_llm
+    from marag.llm.openai_http import OpenAIBackend
+
+    cfg = load_config(None, ["llms.default.backend=openai", "llms.default.top_logprobs=5",
+                             "llms.default.extra_body={skip_special_tokens: false}"])
+    llm = make_llm(cfg.llms["default"])
+    assert isinstance(llm, OpenAIBackend)
+    body = llm.body([{"role": "user", "content": "hi"}], SamplingParams())
+    assert body["logprobs"] is True and body["top_logprobs"] == 5
+    assert body["skip_special_tokens"] is False
+    # without them, nothing is asked for
+    plain = make_llm(load_config(None, ["llms.default.backend=openai"]).llms["default"])
+    assert "logprobs" not in plain.body([{"role": "user", "content": "hi"}], SamplingParams())
+    with pytest.raises(ConfigError):
+        load_config(None, ["llms.default.top_logprobs=21"])
 
 
 def test_extends_merges_sections_over_the_base(tmp_path):

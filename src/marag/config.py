@@ -67,6 +67,13 @@ class LLMConfig(Section):
     retries: int = Field(3, ge=0)
     # openai backend: ask for token ids with logprobs (vLLM's return_tokens_as_token_ids)
     token_ids: bool = False
+    # openai backend: ask for this many alternatives per generated token (OpenAI's and vLLM's
+    # default cap: 20); they come back on each Step (Self-RAG scores its reflection tokens
+    # from them). 0: none asked for
+    top_logprobs: int = Field(0, ge=0, le=20)
+    # openai backend: fields added to every request body, over marag's own (vLLM's
+    # ``skip_special_tokens: false`` keeps Self-RAG's reflection tokens in the text)
+    extra_body: dict[str, Any] = Field(default_factory=dict)
     max_batch_size: int = Field(16, ge=1)
     batch_wait_ms: float = Field(5.0, ge=0)
     device: str = "cpu"
@@ -529,8 +536,8 @@ def apply_override(data: dict[str, Any], item: str) -> None:
     if parts[0] == "roles" and len(parts) > 2:
         # role names hold dots themselves (mask.search, mmoa.QR): the rest of the key is one name
         parts = ["roles", ".".join(parts[1:])]
-    elif parts[:2] == ["method", "role_prompts"] and len(parts) > 3:
-        parts = ["method", "role_prompts", ".".join(parts[2:])]
+    elif parts[:2] in (["method", "role_prompts"], ["method", "max_tokens"]) and len(parts) > 3:
+        parts = [*parts[:2], ".".join(parts[2:])]
     node = data
     for part in parts[:-1]:
         nxt = node.setdefault(part, {})

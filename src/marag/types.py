@@ -114,6 +114,9 @@ class Completion:
     latency: float = 0.0
     # which weights produced it (a trainable local policy counts its updates; None elsewhere)
     weights_version: int | None = None
+    # per generated token, when the backend was asked for alternatives (the openai backend's
+    # ``top_logprobs``): ``{"token": the sampled token's text, "top": {token text: logprob}}``
+    top_logprobs: list[dict[str, Any]] | None = None
 
     def to_dict(self) -> dict[str, Any]:
         return _plain(self)
@@ -156,6 +159,9 @@ class Step:
     # logprobs under exactly these settings
     sampling: dict[str, Any] | None = None
     weights_version: int | None = None
+    # the completion's per-token alternatives (``Completion.top_logprobs``), when the backend
+    # gave them; a workflow that reads them may keep only what it used (Self-RAG)
+    top_logprobs: list[dict[str, Any]] | None = None
 
     @property
     def is_llm(self) -> bool:

@@ -79,7 +79,8 @@ def make_llm(cfg: LLMConfig, *, shared: _Shared | None = None,
         return OpenAIBackend(cfg.base_url or OPENAI_DEFAULT_URL, cfg.model,
                              api_key_env=cfg.api_key_env, max_concurrency=cfg.max_concurrency,
                              timeout=cfg.timeout, retries=cfg.retries,
-                             token_ids=cfg.token_ids)
+                             token_ids=cfg.token_ids, top_logprobs=cfg.top_logprobs,
+                             extra_body=cfg.extra_body)
     if cfg.backend == "llamacpp":
         from marag.llm.llamacpp import LlamaCppBackend
 

@@ -7,6 +7,12 @@ exponential backoff plus jitter, honouring ``Retry-After``; other 4xx answers fa
 with the server's message. Every attempt is bounded by ``timeout`` seconds in total, so a
 server that accepts the connection and never answers cannot hang a run.
 
+``top_logprobs=n`` asks for the n likeliest tokens at every generated position (logprobs are
+then requested whatever the sampling parameters say); they come back as
+``Completion.top_logprobs``, each position's sampled token with its alternatives, which is how
+Self-RAG reads the probabilities of its reflection tokens. ``extra_body`` is added to every
+request over marag's own fields (vLLM's ``skip_special_tokens: false``, for one).
+
 Token ids: with ``token_ids=True`` a logprobs request also asks for vLLM's
 ``return_tokens_as_token_ids`` (``marag serve-llm`` honours it too), whose logprob entries
 name tokens as ``token_id:<id>``; the completion then carries the sampled token ids, which a
@@ -48,7 +54,8 @@ class OpenAIBackend:
 
     def __init__(self, base_url: str, model: str, *, api_key_env: str = "OPENAI_API_KEY",
                  max_concurrency: int = 16, timeout: float = 120.0, retries: int = 3,
-                 backoff: float = 0.5, token_ids: bool = False) -> None:
+                 backoff: float = 0.5, token_ids: bool = False, top_logprobs: int = 0,
+                 extra_body: dict[str, Any] | None = None) -> None:
         if max_concurrency < 1:
             raise LLMError(f"max_concurrency must be >= 1, got {max_concurrency}")
         self.model = model
@@ -59,6 +66,8 @@ class OpenAIBackend:
         self.retries = retries
         self.backoff = backoff
         self.token_ids = token_ids
+        self.top_logprobs = top_logprobs
+        self.extra_body = dict(extra_body or {})
         self._client: httpx.AsyncClient | None = None
         self._sem: asyncio.Semaphore | None = None
         self._loop: asyncio.AbstractEventLoop | None = None
@@ -101,11 +110,14 @@ class OpenAIBackend:
             body["stop"] = list(params.stop)
         if params.seed is not None:
             body["seed"] = params.seed
-        if params.logprobs:
+        if params.logprobs or self.top_logprobs:
             body["logprobs"] = True
+            if self.top_logprobs:
+                body["top_logprobs"] = self.top_logprobs
             if self.token_ids:
                 body["return_tokens_as_token_ids"] = True
                 body["return_token_ids"] = True
+        body.update(self.extra_body)
         return body
 
     async def generate(self, batch: list[Messages], params: SamplingParams) -> list[Completion]:
@@ -168,7 +180,7 @@ class OpenAIBackend:
             raise LLMError(f"{self.url}: response has no choices[0].message: "
                            f"{json.dumps(data)[:200]}") from None
         usage = data.get("usage") or {}
-        logprobs = token_ids = None
+        logprobs = token_ids = top = None
         content = (choice.get("logprobs") or {}).get("content")
         if isinstance(content, list):
             entries = [t for t in content if isinstance(t, dict)
@@ -176,6 +188,8 @@ class OpenAIBackend:
             logprobs = [float(t["logprob"]) for t in entries]
             if self.token_ids:
                 token_ids = _token_ids([t.get("token") for t in entries])
+            if self.top_logprobs:
+                top = [_alternatives(t) for t in entries]
         prompt_ids = None
         if self.token_ids:
             # vLLM puts them on the response (chat) or on the choice (completions)
@@ -190,6 +204,7 @@ class OpenAIBackend:
             token_ids=token_ids,
             model=str(data.get("model") or self.model),
             latency=latency,
+            top_logprobs=top,
         )
 
     async def aclose(self) -> None:
@@ -212,6 +227,15 @@ def _token_ids(tokens: list[Any]) -> list[int] | None:
         except ValueError:
             return None
     return ids
+
+
+def _alternatives(entry: dict[str, Any]) -> dict[str, Any]:
+    """One position's sampled token and its alternatives (token text -> logprob)."""
+    top: dict[str, float] = {}
+    for alt in entry.get("top_logprobs") or []:
+        if isinstance(alt, dict) and isinstance(alt.get("logprob"), (int, float)):
+            top[str(alt.get("token", ""))] = float(alt["logprob"])
+    return {"token": str(entry.get("token", "")), "top": top}
 
 
 def _int_list(value: Any) -> list[int] | None:

@@ -307,6 +307,7 @@ class Run:
             token_ids=c.token_ids, logprobs=c.logprobs, latency=latency,
             started=started - self.t0, backend=route.backend, model=model, turn=turn,
             sampling=_sampling_record(params), weights_version=c.weights_version,
+            top_logprobs=c.top_logprobs,
         )
         self._record(step)
         cost = self.trace.cost
