@@ -69,6 +69,7 @@ def test_every_method_takes_a_training_step_on_the_tiny_model(name, tmp_path):
         f"method.name={name}", "method.max_tokens.default=6", "method.max_rounds=2",
         "method.max_turns=1", "method.candidates=3", "method.search_turns=1",
         "method.ircot_top_k=2", "method.ircot_steps=1",  # ircot's prompt in the 511-token window
+        "method.deepnote_top_k=2",  # deepnote's, too
         "train.iterations=1", "train.questions_per_iteration=1",
         "train.samples_per_question=2", "train.concurrency=2", "train.micro_batch_size=2",
         "train.lora.r=4", "train.lora.target_modules=[q_proj,v_proj]",

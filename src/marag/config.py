@@ -192,6 +192,14 @@ class MethodConfig(Section):
     ircot_max_paragraphs: int = Field(15, ge=1)
     ircot_steps: int = Field(5, ge=1)
     ircot_answer: Literal["reader", "cot"] = "reader"
+    # deepnote: passages per retrieval (the authors' retrieve_top_k 5), note-update steps at
+    # most (their README's max_step 3), updates judged no better before the loop stops (their
+    # README's max_fail_step 1: the first one), and the passages the loop may collect before it
+    # stops (their max_top_k 15)
+    deepnote_top_k: int = Field(5, ge=1)
+    deepnote_max_steps: int = Field(3, ge=0)
+    deepnote_max_failures: int = Field(1, ge=1)
+    deepnote_max_passages: int = Field(15, ge=1)
 
     @field_validator("name")
     @classmethod

@@ -19,6 +19,8 @@ from typing import Literal
 
 _PLANNER_TEAM = ("planner", "QR", "QDS", "QDP", "DS", "AG", "AS")
 _MASK_TEAM = ("mask.plan", "mask.search", "mask.summary", "mask.update", "mask.answer")
+_DEEPNOTE_TEAM = ("deepnote.init", "deepnote.query", "deepnote.update", "deepnote.compare",
+                  "deepnote.answer")
 
 
 @dataclass(frozen=True, slots=True)
@@ -83,6 +85,11 @@ REGISTRY: tuple[MethodSpec, ...] = (
                "time, each sentence retrieving more paragraphs, until 'So the answer is:'",
                "ircot:ircot", ("ircot",), ("ircot",), "final",
                paper="IRCoT (Trivedi et al., 2023)"),
+    MethodSpec("deepnote", "a note written from the first retrieval, then rounds of new "
+               "queries, retrieval and note updates, each kept only when judged better, until "
+               "one is not; the answer from the best note", "deepnote:deepnote",
+               _DEEPNOTE_TEAM, _DEEPNOTE_TEAM, "final",
+               paper="DeepNote (Wang et al., 2024)"),
 )
 
 METHODS: dict[str, MethodSpec] = {m.name: m for m in REGISTRY}

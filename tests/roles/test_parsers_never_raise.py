@@ -20,6 +20,7 @@ FRAGMENTS = [
     "**", "RA", "AS", "1. ", "- ", '"',
     "<|begin_search_query|>", "<|end_search_query|>", "\\boxed{", "}", "\\text{", "(",
     "**Final Information**",
+    "<note>", "</note>", "<better>", "</better>", "yes", "no",
 ]
 fragment_text = st.lists(st.sampled_from(FRAGMENTS) | st.text(max_size=5), max_size=40).map("".join)
 CONTEXT = {
@@ -33,6 +34,8 @@ CONTEXT = {
     "mask.search": st.fixed_dictionaries({"history": st.lists(st.text(max_size=10), max_size=3)}),
     "mask.update": st.fixed_dictionaries({"n_pairs": st.integers(0, 6)}),
     "ircot": st.fixed_dictionaries({"reader": st.booleans()}),
+    "deepnote.query": st.fixed_dictionaries({"history": st.lists(st.text(max_size=10),
+                                                                 max_size=3)}),
 }
 
 
@@ -52,7 +55,8 @@ def check_contract(name: str, p: Parsed, ctx: dict) -> None:
         assert isinstance(v, list) and all(type(i) is int and 0 <= i < ctx["n_docs"] for i in v)
         assert len(set(v)) == len(v)
         assert v or not p.valid
-    elif name in ("QR", "AG", "AS", "mask.summary", "mask.answer"):
+    elif name in ("QR", "AG", "AS", "mask.summary", "mask.answer", "deepnote.answer",
+                  "deepnote.init", "deepnote.update"):
         assert isinstance(v, str)
         if p.valid and name != "mask.summary":
             assert v.strip()
@@ -76,6 +80,12 @@ def check_contract(name: str, p: Parsed, ctx: dict) -> None:
         assert not p.valid or (v["sentence"].strip() and (v["answer"] is None
                                                           or v["answer"].strip()))
         assert "\n" not in v["sentence"]
+    elif name == "deepnote.query":
+        assert isinstance(v, list) and all(isinstance(q, str) and q.strip() for q in v)
+        assert len(v) <= 3 and (v or not p.valid)
+    elif name == "deepnote.compare":
+        assert isinstance(v, bool)
+        assert p.valid or v is False or "bare reply" in p.reason  # unreadable: the old note
     elif name == "mask.update":
         n = ctx["n_pairs"]
         assert v["op"] in ("update", "add") and type(v["index"]) is int

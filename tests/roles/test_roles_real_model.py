@@ -34,6 +34,7 @@ def _hotpot_case(qa_data):
 
 def _calls(question, docs):
     state = [["Who portrayed Corliss Archer in Kiss and Tell?", "unknown"]]
+    note = "Corliss Archer in the film Kiss and Tell was played by Shirley Temple."
     pairs = [("Who portrayed Corliss Archer in Kiss and Tell?", "Shirley Temple"),
              ("What government position did Shirley Temple hold?", "Chief of Protocol")]
     return [
@@ -71,6 +72,14 @@ def _calls(question, docs):
         ("ircot", {"question": question, "docs": docs,
                    "thoughts": ["Corliss Archer in Kiss and Tell was played by Shirley Temple."]},
          {}),
+        ("deepnote.init", {"question": question, "docs": docs[:2]}, {}),
+        ("deepnote.query", {"question": question, "note": note, "history": []},
+         {"history": []}),
+        ("deepnote.update", {"question": question, "note": note, "docs": docs[2:]}, {}),
+        ("deepnote.compare", {"question": question, "best": note,
+                              "new": note + " Shirley Temple was later Chief of Protocol."}, {}),
+        ("deepnote.answer", {"question": question,
+                             "note": note + " Shirley Temple was later Chief of Protocol."}, {}),
     ]
 
 

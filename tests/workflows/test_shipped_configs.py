@@ -13,6 +13,8 @@ from marag.types import Question
 from marag.workflows import Context, run_method
 
 CONFIGS = sorted((Path(__file__).resolve().parents[2] / "configs").glob("*.yaml"))
+
+
 REPLIES = {
     "adaptive.classify": "<label>B</label>",
     "planner": "<workflow>QR, R, DS, AG</workflow>", "QR": "<query>nationality</query>",
@@ -30,6 +32,11 @@ REPLIES = {
     "ircot": ["Scott Derrickson is an American director.",
               "Ed Wood was American too, so the answer is: yes.",
               "Both men are American. So the answer is: yes."],
+    "deepnote.init": "<note>Scott Derrickson is an American director.</note>",
+    "deepnote.query": "<query>Ed Wood nationality</query>",
+    "deepnote.update": "<note>Scott Derrickson and Ed Wood were both American.</note>",
+    "deepnote.compare": "<better>no</better>",
+    "deepnote.answer": "<answer>yes</answer>",
 }
 
 

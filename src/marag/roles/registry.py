@@ -11,6 +11,7 @@ from marag.roles import (
     adaptive,
     answer,
     decompose,
+    deepnote,
     ircot,
     mask,
     paper_jade,
@@ -49,6 +50,7 @@ ROLES: dict[str, Role] = {
         search_o1.RID_ROLE,
         adaptive.ROLE,
         ircot.ROLE,
+        *deepnote.ROLES,
     )
 }
 
