@@ -1,5 +1,6 @@
 """The method registry walked whole: every registered method answers on the scripted LLM,
-takes one training step on the tiny random model, and has its row in docs/fidelity.md."""
+takes one training step on the tiny random model (or, inference-only, is refused for
+training with its reason), and has its row in docs/fidelity.md."""
 
 from __future__ import annotations
 
@@ -14,7 +15,7 @@ from marag.config import load_config
 from marag.llm.hf_local import HFBackend
 from marag.llm.scripted import ScriptedLLM
 from marag.llm.tiny import build_tiny_model
-from marag.methods import METHOD_NAMES, REGISTRY, get_method
+from marag.methods import METHOD_NAMES, REGISTRY, MethodSpec, check_trainable, get_method
 from marag.retrieval.base import Retriever
 from marag.roles import ROLES
 from marag.train.rewards import PAPER_REWARDS
@@ -63,7 +64,25 @@ async def test_every_method_answers_on_the_scripted_llm(name):
     assert t.answer and {s.role for s in t.steps if s.is_llm} <= set(get_method(name).roles)
 
 
-@pytest.mark.parametrize("name", METHOD_NAMES)
+TRAINABLE = [m.name for m in REGISTRY if not m.inference_only]
+
+
+def test_inference_only_methods_train_nothing_and_are_refused():
+    only = [m for m in REGISTRY if m.inference_only]
+    assert [m.name for m in only] == ["self-rag"]
+    for m in only:
+        assert m.trained == ()
+        with pytest.raises(ValueError, match=f"method '{m.name}' is inference-only: Self-RAG"):
+            check_trainable(m.name)
+    assert check_trainable("deepnote").trained == get_method("deepnote").roles
+    # the record itself refuses a method that is both, or neither
+    with pytest.raises(ValueError, match="trains no role"):
+        MethodSpec("x", "", "static:vanilla", ("AG",), ("AG",), "final", inference_only="why")
+    with pytest.raises(ValueError, match="trains no role"):
+        MethodSpec("x", "", "static:vanilla", ("AG",), (), "final")
+
+
+@pytest.mark.parametrize("name", TRAINABLE)
 def test_every_method_takes_a_training_step_on_the_tiny_model(name, tmp_path):
     cfg = load_config(None, [
         f"method.name={name}", "method.max_tokens.default=6", "method.max_rounds=2",

@@ -200,6 +200,21 @@ class MethodConfig(Section):
     deepnote_max_steps: int = Field(3, ge=0)
     deepnote_max_failures: int = Field(1, ge=1)
     deepnote_max_passages: int = Field(15, ge=1)
+    # self-rag: "adaptive" (the checkpoint decides to retrieve: P([Retrieval]) over
+    # P([Retrieval]) + P([No Retrieval]) above self_rag_threshold, or, with the threshold
+    # None or no token probabilities, the token in its first output), "always" or "never"
+    # (the authors' adaptive_retrieval / always_retrieve / no_retrieval); passages, each
+    # continued on its own (their README's ndocs 10); the critique weights (their defaults,
+    # 1.0 each) and whether the mean token probability is added (use_seqscore, on in their
+    # README); an instruction put before the question (their short-form QA has none)
+    self_rag_mode: Literal["adaptive", "always", "never"] = "adaptive"
+    self_rag_threshold: float | None = Field(0.2, ge=0, le=1)
+    self_rag_top_k: int = Field(10, ge=1)
+    self_rag_w_rel: float = 1.0
+    self_rag_w_sup: float = 1.0
+    self_rag_w_use: float = 1.0
+    self_rag_seqscore: bool = True
+    self_rag_instruction: str = ""
 
     @field_validator("name")
     @classmethod

@@ -9,7 +9,11 @@ become training sequences, and the paper it comes from.
 
 Adding a method is one workflow file, one record here and one preset under ``configs/``;
 ``tests/test_methods.py`` walks this table (every method answers on the scripted LLM, takes
-one training step on the tiny model, and has its row in docs/fidelity.md).
+one training step on the tiny model unless it is inference-only, and has its row in
+docs/fidelity.md).
+
+An inference-only method (``inference_only``: why) trains no role: its ``trained`` is empty
+and :func:`check_trainable` refuses it with that reason.
 """
 
 from __future__ import annotations
@@ -38,6 +42,13 @@ class MethodSpec:
     # and every observation between them), observations masked out of the loss (Search-R1)
     sequences: Literal["steps", "trajectory"] = "steps"
     paper: str = ""  # the paper whose algorithm it follows ("" for marag's own baselines)
+    # why marag cannot train it ("" for every method it can train); such a method trains no role
+    inference_only: str = ""
+
+    def __post_init__(self) -> None:
+        if bool(self.inference_only) == bool(self.trained):
+            raise ValueError(f"method {self.name!r}: an inference-only method trains no role, "
+                             "and every other method trains one at least")
 
 
 REGISTRY: tuple[MethodSpec, ...] = (
@@ -90,10 +101,26 @@ REGISTRY: tuple[MethodSpec, ...] = (
                "one is not; the answer from the best note", "deepnote:deepnote",
                _DEEPNOTE_TEAM, _DEEPNOTE_TEAM, "final",
                paper="DeepNote (Wang et al., 2024)"),
+    MethodSpec("self-rag", "a Self-RAG checkpoint decides to retrieve, continues each "
+               "passage, and the continuation its reflection tokens score best answers",
+               "self_rag:self_rag", ("self-rag",), (), "final",
+               paper="Self-RAG (Asai et al., 2024)",
+               inference_only="Self-RAG runs its released checkpoints, trained by supervised "
+                              "learning on reflection-token data marag does not have; marag "
+                              "runs them for inference only (an openai endpoint serving one)"),
 )
 
 METHODS: dict[str, MethodSpec] = {m.name: m for m in REGISTRY}
 METHOD_NAMES: tuple[str, ...] = tuple(METHODS)
+
+
+def check_trainable(name: str) -> MethodSpec:
+    """The record of method ``name`` when marag can train it; a ValueError saying why not
+    for an inference-only method."""
+    spec = get_method(name)
+    if spec.inference_only:
+        raise ValueError(f"method {name!r} is inference-only: {spec.inference_only}")
+    return spec
 
 
 def get_method(name: str) -> MethodSpec:

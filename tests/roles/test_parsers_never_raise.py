@@ -5,6 +5,7 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 from marag.roles import PROFILES, ROLES, Parsed
+from marag.roles.self_rag import REFLECTION
 
 # every parser: the default roles and the prompt profiles' replacements ("paper:mao-arag:AG")
 ALL = {**ROLES, **{f"{profile}:{method}:{name}": role
@@ -20,7 +21,9 @@ FRAGMENTS = [
     "**", "RA", "AS", "1. ", "- ", '"',
     "<|begin_search_query|>", "<|end_search_query|>", "\\boxed{", "}", "\\text{", "(",
     "**Final Information**",
-    "<note>", "</note>", "<better>", "</better>", "yes", "no",
+    "<note>", "</note>", "<better>", "</better>", "yes", "no", "[Retrieval]", "[No Retrieval]",
+    "[Relevant]", "[Irrelevant]", "[Fully supported]", "[Partially supported]",
+    "[No support / Contradictory]", "[Utility:5]", "[Utility:0]", "<paragraph>", "</s>", "#",
 ]
 fragment_text = st.lists(st.sampled_from(FRAGMENTS) | st.text(max_size=5), max_size=40).map("".join)
 CONTEXT = {
@@ -36,6 +39,8 @@ CONTEXT = {
     "ircot": st.fixed_dictionaries({"reader": st.booleans()}),
     "deepnote.query": st.fixed_dictionaries({"history": st.lists(st.text(max_size=10),
                                                                  max_size=3)}),
+    "self-rag": st.fixed_dictionaries({"kind": st.sampled_from(["decide", "evidence",
+                                                                "direct"])}),
 }
 
 
@@ -86,6 +91,18 @@ def check_contract(name: str, p: Parsed, ctx: dict) -> None:
     elif name == "deepnote.compare":
         assert isinstance(v, bool)
         assert p.valid or v is False or "bare reply" in p.reason  # unreadable: the old note
+    elif name == "self-rag":
+        kind = ctx.get("kind", "evidence")
+        assert v["kind"] == kind and isinstance(v["answer"], str)
+        read = p.reason != "completion is not text"
+        assert v["retrieve"] in ((True, False) if kind == "decide" and read else (None,))
+        assert v["utility"] is None or v["utility"] in range(1, 6)
+        assert v["relevance"] in (None, "[Relevant]", "[Irrelevant]")
+        assert not any(t in v["answer"] for t in REFLECTION)
+        if p.valid and kind != "decide":
+            assert v["answer"].strip()
+        if p.valid and kind == "evidence":
+            assert v["relevance"] is not None
     elif name == "mask.update":
         n = ctx["n_pairs"]
         assert v["op"] in ("update", "add") and type(v["index"]) is int

@@ -80,6 +80,8 @@ def _calls(question, docs):
                               "new": note + " Shirley Temple was later Chief of Protocol."}, {}),
         ("deepnote.answer", {"question": question,
                              "note": note + " Shirley Temple was later Chief of Protocol."}, {}),
+        # a Self-RAG checkpoint's prompt on a model that is not one: the parser must cope
+        ("self-rag", {"question": question, "passage": docs[0]}, {"kind": "evidence"}),
     ]
 
 

@@ -39,8 +39,9 @@ def ctx_for():  # type: ignore[no-untyped-def]
 
 def scripted_chat_app(reply: Any) -> tuple[Any, list[dict[str, Any]]]:
     """``(app, seen)``: an OpenAI-compatible chat route whose reply text is ``reply(body)``
-    (cut at the request's stop strings by :func:`chat_completion`); ``seen`` collects the
-    request bodies in order."""
+    (cut at the request's stop strings by :func:`chat_completion`), or ``(text, logprobs)``
+    with the choice's ``logprobs.content`` entries; ``seen`` collects the request bodies in
+    order."""
     seen: list[dict[str, Any]] = []
     app = FastAPI()
 
@@ -48,20 +49,26 @@ def scripted_chat_app(reply: Any) -> tuple[Any, list[dict[str, Any]]]:
     async def chat(request: Request) -> dict[str, Any]:
         body = await request.json()
         seen.append(body)
-        return chat_completion(body, reply(body))
+        out = reply(body)
+        text, logprobs = out if isinstance(out, tuple) else (out, None)
+        return chat_completion(body, text, logprobs)
 
     return app, seen
 
 
-def chat_completion(body: dict[str, Any], text: str) -> dict[str, Any]:
+def chat_completion(body: dict[str, Any], text: str,
+                    logprobs: list[dict[str, Any]] | None = None) -> dict[str, Any]:
     """A scripted OpenAI-compatible server's reply: ``text`` cut at the request's first stop
-    string (dropped, as the API does), finish reason ``stop``."""
+    string (dropped, as the API does), finish reason ``stop``; ``logprobs``: the choice's
+    ``logprobs.content`` (OpenAI's per-token entries), when given."""
     for stop in body.get("stop") or []:
         if stop in text:
             text = text[:text.index(stop)]
-    return {"id": "x", "object": "chat.completion", "model": body["model"],
-            "choices": [{"index": 0, "finish_reason": "stop",
-                         "message": {"role": "assistant", "content": text}}],
+    choice: dict[str, Any] = {"index": 0, "finish_reason": "stop",
+                              "message": {"role": "assistant", "content": text}}
+    if logprobs is not None:
+        choice["logprobs"] = {"content": logprobs}
+    return {"id": "x", "object": "chat.completion", "model": body["model"], "choices": [choice],
             "usage": {"prompt_tokens": 50, "completion_tokens": 12}}
 
 

@@ -92,7 +92,10 @@ def test_untagged_text_is_invalid_for_every_role(hotpot_retriever, ctx_for):
     """Plain prose where tags are expected: every LLM step is recorded invalid with a reason."""
     for method in sorted(METHODS):
         llm = ScriptedLLM({name: "I am not sure what you mean." for name in ROLES})
-        t = asyncio.run(run_method(method, QUESTION, ctx_for(llm, hotpot_retriever)))
+        # self-rag's decision and its answer without retrieval are prose by design: with
+        # retrieval forced, every continuation must open with a relevance token
+        extra = ["method.self_rag_mode=always"] if method == "self-rag" else []
+        t = asyncio.run(run_method(method, QUESTION, ctx_for(llm, hotpot_retriever, *extra)))
         assert t.status == "ok", (method, t.error)
         llm_steps = [s for s in t.steps if s.role != "R"]
         if method == "ircot":  # its chain is prose by design: only the reader (last) has a format

@@ -15,6 +15,16 @@ from marag.workflows import Context, run_method
 CONFIGS = sorted((Path(__file__).resolve().parents[2] / "configs").glob("*.yaml"))
 
 
+def _self_rag(messages: list[dict[str, str]]) -> str:
+    """A Self-RAG checkpoint: asks for retrieval, then answers from each passage."""
+    last = messages[-1]
+    if last["role"] == "user":
+        return "[Retrieval]"
+    if last["content"] == "[No Retrieval]":
+        return "yes[Utility:4]"
+    return "[Relevant]yes[Fully supported][Utility:5]"
+
+
 REPLIES = {
     "adaptive.classify": "<label>B</label>",
     "planner": "<workflow>QR, R, DS, AG</workflow>", "QR": "<query>nationality</query>",
@@ -37,6 +47,7 @@ REPLIES = {
     "deepnote.update": "<note>Scott Derrickson and Ed Wood were both American.</note>",
     "deepnote.compare": "<better>no</better>",
     "deepnote.answer": "<answer>yes</answer>",
+    "self-rag": _self_rag,
 }
 
 

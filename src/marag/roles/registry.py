@@ -23,6 +23,7 @@ from marag.roles import (
     search_o1,
     search_r1,
     select,
+    self_rag,
 )
 from marag.roles.base import Role
 
@@ -51,6 +52,7 @@ ROLES: dict[str, Role] = {
         adaptive.ROLE,
         ircot.ROLE,
         *deepnote.ROLES,
+        self_rag.ROLE,
     )
 }
 
