@@ -90,3 +90,48 @@ def test_marag_table_runs_rows_on_the_datasets_present(demo, tmp_path, qa_data, 
     # resumable: the same command reruns nothing and writes the same cells
     assert main(args) == 0
     assert (out / "table.md").read_text().split("## Table")[1] == md.split("## Table")[1]
+
+
+def test_the_self_rag_row_runs_only_on_its_checkpoint_behind_openai(demo):
+    plans = {p.row.label: p for p in pt.plan_rows(demo, "smollm2", backend="hf")}
+    assert plans["Self-RAG"].method is None
+    assert "smollm2 is not one" in plans["Self-RAG"].reason
+    local = {p.row.label: p for p in pt.plan_rows(demo, "selfrag/selfrag_llama2_7b",
+                                                 backend="hf")}
+    assert local["Self-RAG"].method is None and "openai endpoint" in local["Self-RAG"].reason
+    served = {p.row.label: p for p in pt.plan_rows(demo, "selfrag/selfrag_llama2_7b",
+                                                  backend="openai")}
+    assert served["Self-RAG"].method == "self-rag"
+    assert "llms.default.top_logprobs=20" in served["Self-RAG"].overrides
+    assert served["Vanilla RAG"].method == "vanilla" and served["Vanilla RAG"].overrides == ()
+    # DeepNote runs untrained (M-ASK's had its note roles DPO-trained: docs/fidelity.md)
+    assert pt.RUNNABLE["deepnote"] == ("deepnote", None) and not pt.NOT_BUILT
+
+
+def test_marag_table_runs_the_self_rag_row_on_a_served_checkpoint(demo, tmp_path, qa_data,
+                                                                  serve_app):
+    from tests.workflows.conftest import scripted_chat_app
+
+    from marag.cli import main
+    from marag.retrieval import build_index
+
+    def checkpoint(body):
+        if len(body["messages"]) == 1:
+            return "[Retrieval]", [{"token": "[Retrieval]", "logprob": -0.1, "top_logprobs": [
+                {"token": "[Retrieval]", "logprob": -0.1}]}]
+        return "[Relevant]Paris[Fully supported][Utility:5]"
+
+    app, seen = scripted_chat_app(checkpoint)
+    index = build_index(qa_data / "nq_open.corpus.jsonl", tmp_path / "idx", kind="bm25",
+                        show_progress=False)
+    out = tmp_path / "table"
+    with serve_app(app) as url:
+        assert main(["table", "demo", "--data", str(qa_data), "--index", str(index),
+                     "--limit", "1", "--rows", "self-rag", "--llm", url + "/v1",
+                     "--model", "selfrag/selfrag_llama2_7b", "--out", str(out),
+                     "--no-progress", "--set", "method.self_rag_top_k=2"]) == 0
+    md = (out / "table.md").read_text()
+    assert "| Self-RAG | self-rag |" in md and "n=1" in md
+    # the row's own settings reached the server: probabilities asked for, tokens kept
+    assert len(seen) == 2 * 3  # two datasets, one question each: a decision and 2 passages
+    assert all(b["top_logprobs"] == 20 and b["skip_special_tokens"] is False for b in seen)

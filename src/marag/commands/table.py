@@ -81,7 +81,7 @@ def run(args: argparse.Namespace) -> int:
         print(f"marag table: {e}", file=sys.stderr)
         return 2
     model = config.llms["default"].model
-    plans = plan_rows(table, model, given)
+    plans = plan_rows(table, model, given, backend=config.llms["default"].backend)
     if args.rows:
         wanted = {r.strip() for r in args.rows.split(",") if r.strip()}
         for p in plans:
@@ -137,7 +137,8 @@ def _run_row(args: argparse.Namespace, base: list[str], plan: Any, datasets: lis
     from marag.report.paper_table import Cell
 
     row = plan.row
-    overrides = [*base, f"method.name={plan.method}"]
+    # the row's own needs first: the command line's --set still wins
+    overrides = [*plan.overrides, *base, f"method.name={plan.method}"]
     if plan.adapter:
         overrides.append(f"llms.default.adapter={json.dumps([plan.adapter])}")
     cells: dict[Any, Any] = {}

@@ -40,13 +40,40 @@ RUNNABLE: dict[str, tuple[str, str | None]] = {
     "m-ask": ("m-ask", "m-ask"),
     "search-r1": ("search-r1", "search-r1"),
     "search-o1": ("search-o1", None),  # prompting only, as the papers ran it
+    # untrained: M-ASK's DeepNote row had its note roles DPO-trained (docs/fidelity.md)
+    "deepnote": ("deepnote", None),
+    # the released checkpoints only (MODEL_CHECKS), behind an openai endpoint
+    "self-rag": ("self-rag", None),
 }
 # rows marag does not run yet, each with its one-line reason
-NOT_BUILT: dict[str, str] = {
-    "self-rag": "Self-RAG needs its released checkpoints (reflection tokens), which cannot be "
-                "had here; its inference protocol is not built yet",
-    "deepnote": "DeepNote's note-centric adaptive retrieval is not built yet",
+NOT_BUILT: dict[str, str] = {}
+# the config a row needs beyond its method (Self-RAG: the reflection tokens' probabilities,
+# and the tokens kept in the text by a vLLM server)
+ROW_OVERRIDES: dict[str, tuple[str, ...]] = {
+    "self-rag": ("llms.default.top_logprobs=20",
+                 "llms.default.extra_body={skip_special_tokens: false}"),
 }
+
+
+def self_rag_problem(model: str, backend: str | None) -> str:
+    """Why the Self-RAG row cannot run on ``model`` (served by ``backend``); "" when it can:
+    its reflection tokens exist only in the released checkpoints, served behind an
+    OpenAI-compatible endpoint (docs/fidelity.md#self-rag)."""
+    from marag.roles.self_rag import is_checkpoint
+
+    how = ("serve selfrag/selfrag_llama2_7b (vLLM, configs/self-rag.yaml) and pass --llm URL "
+           "--model selfrag/selfrag_llama2_7b")
+    if not is_checkpoint(model):
+        return (f"Self-RAG needs its released checkpoints (reflection tokens); {model} is not "
+                f"one: {how}")
+    if backend is not None and backend != "openai":
+        return f"Self-RAG runs its checkpoint behind an openai endpoint, not the {backend} " \
+               f"backend: {how}"
+    return ""
+
+
+# rows that run only on some models: row method -> (model, backend) -> why not ("" if it can)
+MODEL_CHECKS = {"self-rag": self_rag_problem}
 # the trained adapters marag's own runs committed, per model and kind (marag.llm.trained)
 ADAPTERS: dict[str, dict[str, str]] = {
     "qwen2.5-coder-0.5b": {"jade": "qwen-jade", "mmoa-rag": "qwen-mmoa",
@@ -111,13 +138,16 @@ class RowPlan:
     method: str | None  # marag's method; None: the row does not run
     adapter: str | None = None
     reason: str = ""  # why it does not run, or what it runs instead
+    overrides: tuple[str, ...] = ()  # config the row needs beyond its method (ROW_OVERRIDES)
 
 
-def plan_rows(table: PaperTable, model: str, adapters: Mapping[str, str] | None = None
-              ) -> list[RowPlan]:
-    """Which marag method runs each row on ``model``. ``adapters`` (row method -> folder or
-    registered name) give trained rows their weights; otherwise marag's own committed
-    adapters for ``model`` are used where there is one."""
+def plan_rows(table: PaperTable, model: str, adapters: Mapping[str, str] | None = None,
+              backend: str | None = None) -> list[RowPlan]:
+    """Which marag method runs each row on ``model`` (served by ``backend``, when known).
+    ``adapters`` (row method -> folder or registered name) give trained rows their weights;
+    otherwise marag's own committed adapters for ``model`` are used where there is one. A row
+    that runs only on some models (``MODEL_CHECKS``: Self-RAG's checkpoints) says why not on
+    any other, rather than run there."""
     given = dict(adapters or {})
     own = ADAPTERS.get(model, {})
     out = []
@@ -133,8 +163,12 @@ def plan_rows(table: PaperTable, model: str, adapters: Mapping[str, str] | None 
             out.append(RowPlan(row, None, reason=f"unknown row method {key!r}"))
             continue
         method, kind = RUNNABLE[key]
+        problem = MODEL_CHECKS[key](model, backend) if key in MODEL_CHECKS else ""
+        if problem:
+            out.append(RowPlan(row, None, reason=problem))
+            continue
         if kind is None:
-            out.append(RowPlan(row, method))
+            out.append(RowPlan(row, method, overrides=ROW_OVERRIDES.get(key, ())))
             continue
         adapter = given.get(key) or own.get(kind)
         if adapter is None:
