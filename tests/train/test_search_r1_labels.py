@@ -11,6 +11,7 @@ from test_sft import Shelf
 from marag.config import load_config
 from marag.llm.scripted import ScriptedLLM
 from marag.train import sft
+from marag.train.search_r1_labels import examples_search_r1
 from marag.types import Question
 from marag.workflows import run_method
 from marag.workflows.engine import Context
@@ -21,7 +22,7 @@ CAPITAL = Question("cap", "Which city is  the capital of France?", ["Lutetia", "
 def _labels(questions, *overrides):
     cfg = load_config(None, ["method.name=search-r1", *overrides])
     shelf, tally = Shelf(), {}
-    return shelf, asyncio.run(sft.examples_answers(questions, shelf, cfg, tally)), tally
+    return shelf, asyncio.run(examples_search_r1(questions, shelf, cfg, tally)), tally
 
 
 def test_labels_are_the_calls_the_workflow_makes():
@@ -58,5 +59,9 @@ def test_unsupported_answers_are_dropped_unless_asked():
 def test_the_recipe_is_refused_for_a_method_it_cannot_label():
     import pytest
 
+    sft.check_answer_method("search-r1")  # registered for the recipe, with its own labels
+    with pytest.raises(ValueError, match="examples_search_r1"):
+        asyncio.run(sft.examples_answers([CAPITAL], Shelf(), load_config(
+            None, ["method.name=search-r1"])))
     with pytest.raises(ValueError, match="search-r1's search-then-answer"):
-        _labels([CAPITAL], "method.name=m-ask")
+        sft.check_answer_method("m-ask")

@@ -161,8 +161,13 @@ def run(args: argparse.Namespace) -> int:
                       f"{tally['kept']} (F1 >= {cfg.min_f1}), {tally['dropped']} dropped")
             else:
                 tally: dict[str, int] = {}
-                examples = asyncio.run(sft.examples_answers(questions, ctx.retriever, config,
-                                                            tally))
+                if config.method.name == "search-r1":  # its search call and answer call
+                    from marag.train.search_r1_labels import examples_search_r1
+
+                    labels = examples_search_r1
+                else:
+                    labels = sft.examples_answers
+                examples = asyncio.run(labels(questions, ctx.retriever, config, tally))
                 print(f"{len(questions)} questions: " + ", ".join(
                     f"{k} {v}" for k, v in tally.items()))
         except ValueError as e:

@@ -239,10 +239,9 @@ async def examples_answers(questions: Sequence[Question], retriever: Any, config
 
     m = config.method
     check_answer_method(m.name)
-    if m.name == "search-r1":  # no AG: a search call and an answer call in its own tags
-        from marag.train.search_r1_labels import examples_search_r1
-
-        return await examples_search_r1(questions, retriever, config, tally)
+    if m.name == "search-r1":  # no AG to label: its two calls are labelled elsewhere
+        raise ValueError("search-r1's answer labels are marag.train.search_r1_labels."
+                         "examples_search_r1 (its search call and answer call)")
     ag = role_for("AG", m.prompts, m.name, role_variants(config, "AG"))
     share = config.sft.irrelevant_share
     depth = m.top_k * 3 if share else m.top_k
