@@ -340,6 +340,10 @@ class TrainConfig(Section):
     lr_schedule: Literal["constant", "cosine"] = "constant"  # cosine: to 10% at `iterations`
     weight_decay: float = Field(0.0, ge=0)
     warmup_iterations: int = Field(0, ge=0)
+    # the first N iterations update only the value head (the policy's loss terms get no
+    # gradient and its optimizer state is untouched): a critic that starts from nothing
+    # first learns the returns before its advantages move the policy (verl: critic_warmup)
+    critic_warmup: int = Field(0, ge=0)
     clip: float = Field(0.2, gt=0)
     # DAPO's clip-higher: the upper bound of the ratio clip, 1 + clip_high (None: clip)
     clip_high: float | None = Field(None, gt=0)

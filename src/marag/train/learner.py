@@ -89,6 +89,10 @@ class Learner:
         self.pad_multiple = self.precision.pad_multiple
         self.skipped_in_a_row = 0
         self.kl_coef = cfg.kl_coef  # the trainer sets the controller's value before updates
+        # train.critic_warmup: the trainer sets it for the warm-up iterations; the update
+        # then trains the value head alone (policy terms x 0, the policy's gradients dropped
+        # before the optimizer step, so Adam neither moves nor counts them)
+        self.actor_frozen = False
 
     # ------------------------------------------------------------------ set-up
 
@@ -227,6 +231,9 @@ class Learner:
                         for k, v in s.items():
                             stats[k] += v * len(chunk)
                         n_stat += len(chunk)
+                if self.actor_frozen:
+                    for p in self.policy_params:
+                        p.grad = None
                 norms = self._clip()
                 steps += 1
                 if all(math.isfinite(v) for v in norms.values()):
@@ -307,7 +314,8 @@ class Learner:
         shape = {"clip_ratio_c": cfg.clip_ratio_c, "agg": agg, "clip_high": cfg.clip_high,
                  "norm_tokens": cfg.loss_norm_tokens}
         pg, pstats = core.policy_loss(logp, old, advs, mask, cfg.clip, denom, **shape)
-        loss = pg
+        actor = 0.0 if self.actor_frozen else 1.0  # x 0 keeps the graph whole (DDP)
+        loss = actor * pg
         out: dict[str, float] = {}
         with torch.no_grad():  # logged: this micro-batch's plain means
             out["pg_loss"] = float(core.policy_loss(logp, old, advs, b.mask, cfg.clip,
@@ -330,14 +338,14 @@ class Learner:
         else:
             loss = loss + 0.0 * values.sum()  # keep the value head in the graph (DDP)
         if cfg.entropy_coef > 0:
-            loss = loss - cfg.entropy_coef * core.aggregate(ent, mask, agg, denom,
-                                                            cfg.loss_norm_tokens)
+            loss = loss - actor * cfg.entropy_coef * core.aggregate(ent, mask, agg, denom,
+                                                                    cfg.loss_norm_tokens)
         out["entropy"] = float(core.masked_mean(ent.detach(), b.mask))
         if self.uses_kl:
             kl3 = core.kl_k3(logp, cols("ref_logprobs"))
             if cfg.kl_mode == "loss" and self.kl_coef > 0:
-                loss = loss + self.kl_coef * core.aggregate(kl3, mask, agg, denom,
-                                                            cfg.loss_norm_tokens)
+                loss = loss + actor * self.kl_coef * core.aggregate(kl3, mask, agg, denom,
+                                                                    cfg.loss_norm_tokens)
             out["kl_k3"] = float(core.masked_mean(kl3.detach(), b.mask))
         return loss, out
 

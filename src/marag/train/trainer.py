@@ -312,6 +312,7 @@ class Trainer:
 
         with phase("update"):
             self.learner.kl_coef = self.kl.coef
+            self.learner.actor_frozen = it < cfg.critic_warmup
             stats = self.learner.update(
                 transitions, lambda epoch: derive_seed(cfg.seed, "shuffle", it, epoch,
                                                        self.acc.process_index))
@@ -327,6 +328,7 @@ class Trainer:
         row = self._row(it, traces, transitions, stats, phase.seconds, kl_now) | used
         row["logprob_gap"] = gap
         row["groups_dropped"] = dropped
+        row["actor_frozen"] = int(it < cfg.critic_warmup)
         if explained is not None:
             row["value_explained_variance"] = explained
         if self.acc.is_main_process:
@@ -504,6 +506,11 @@ def check_settings(config: Config) -> None:
                 else f"train.estimator {cfg.estimator} gives every trace advantage 0")
         raise TrainError(f"{what} with one sample per question: set "
                          "train.samples_per_question to 2 or more")
+    if cfg.critic_warmup and (cfg.estimator in adv_mod.CRITIC_FREE or cfg.vf_coef == 0):
+        why = (f"train.estimator {cfg.estimator} has no critic" if cfg.estimator
+               in adv_mod.CRITIC_FREE else "train.vf_coef 0 never trains the value head")
+        raise TrainError(f"train.critic_warmup {cfg.critic_warmup}: {why}, so the warm-up "
+                         "iterations would train nothing; set train.critic_warmup: 0")
     if (cfg.old_logprobs == "rollout"
             and get_method(config.method.name).sequences == "trajectory"):
         raise TrainError(
