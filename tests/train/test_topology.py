@@ -41,6 +41,10 @@ def test_topologies_that_train_are_accepted():
     assert "DS" not in check_topology(load_config(CONFIGS / "jade-no-ds-train.yaml")).roles
 
 
+def test_an_inference_only_method_is_refused_with_its_reason():
+    refused("method.name=self-rag", match="method 'self-rag' is inference-only: ")
+
+
 def test_trained_roles_on_several_llms_are_refused():
     refused("method.name=jade", "llms.default.backend=hf", "llms.other.backend=hf", "roles.AG=other",
             match=r"run on several LLMs \['default', 'other'\]")

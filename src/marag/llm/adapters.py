@@ -103,5 +103,5 @@ class AdapterSet:
         return HFBackend(name, model=model, tokenizer=base.tokenizer,
                          max_batch_size=base.max_batch_size,
                          batch_wait_ms=base.batch_wait * 1000.0,
-                         bf16_autocast=base._decoder.bf16_autocast,
+                         bf16_autocast=base.bf16_autocast,
                          prefix_cache=base._decoder.prefix_cache is not None)

@@ -57,8 +57,13 @@ class Topology:
 def trained_roles(config: Config) -> list[str]:
     """``train.roles``, or the method's default trained roles; each must be a role the method
     runs."""
+    from marag.methods import check_trainable
     from marag.roles import ROLES
 
+    try:
+        check_trainable(config.method.name)
+    except ValueError as e:
+        raise TopologyError(str(e)) from None
     roles = list(config.train.roles) or list(DEFAULT_ROLES[config.method.name])
     unknown = [r for r in roles if r not in ROLES]
     if unknown:
