@@ -41,6 +41,13 @@ TRAINED: dict[str, TrainedAdapter] = {
         # of the rewriter, selector and generator over it (docs/results/qwen-mmoa/README.md)
         folders=("docs/results/qwen-mmoa/sft", "docs/results/qwen-mmoa/rl"),
     ),
+    "qwen-search-r1": TrainedAdapter(
+        model="qwen2.5-coder-0.5b",
+        # search-r1 on fold A: the tags' warm start (marag sft --recipe answers --method
+        # search-r1); GRPO over it tied on development and was not kept
+        # (docs/results/qwen-search-r1/README.md)
+        folders=("docs/results/qwen-search-r1/sft",),
+    ),
     "qwen-mmoa-sft": TrainedAdapter(
         model="qwen2.5-coder-0.5b",
         # run 4's warm start alone (MMOA-RAG Table 5's "SFT" row)
