@@ -5,6 +5,9 @@ update, while the trainer keeps the policy locally for logprobs and updates."""
 from __future__ import annotations
 
 import asyncio
+import gzip
+import json
+from pathlib import Path
 
 import pytest
 import torch
@@ -24,6 +27,7 @@ QUESTIONS = [Question("q1", "What is the capital of France?", ["Paris"]),
              Question("q3", "Where is Mount Everest?", ["Nepal"])]
 
 LORA = "policy-lora"
+CONFIGS = Path(__file__).resolve().parents[2] / "configs"
 HI = [{"role": "user", "content": "What is the capital of France?"}]
 
 
@@ -162,3 +166,37 @@ def test_sharded_training_is_refused_with_the_reason(monkeypatch):
     with pytest.raises(TrainError, match="FSDP2"):
         Trainer(cfg, "unused", questions=QUESTIONS,
                 accelerator=acc("DistributedType.FSDP", fsdp=2))
+
+
+def test_one_server_serves_the_trained_adapter_and_the_frozen_readers_model(
+        tmp_path, serve_app):
+    """configs/rrr-server-train.yaml's layout: the trained rewriter decodes as the adapter the
+    trainer reloads, the frozen reader as another model name on the same server (here the
+    base model's; a second adapter on vLLM); only the rewriter's steps are trained."""
+    from test_trainer import Docs
+
+    app = _server_app()
+    with serve_app(app) as base:
+        url = f"{base}/v1"
+        cfg = load_config(CONFIGS / "rrr-server-train.yaml", [
+            "train.dtype=float32", "train.iterations=1", "train.questions_per_iteration=2",
+            "train.samples_per_question=2", "train.concurrency=2", "train.minibatch_size=4",
+            "train.micro_batch_size=2", "train.lora.r=4", "train.lora.target_modules=[q_proj,v_proj]",
+            "method.max_tokens.default=12", "method.candidates=2", "method.top_k=2",
+            f"llms.rollout.base_url={url}", f"llms.rollout.model={LORA}",
+            f"llms.reader.base_url={url}", "llms.reader.model=tiny"])
+        model, tok = build_tiny_model(seed=0)
+        llms = {"rollout": OpenAIBackend(url, LORA, token_ids=True, retries=0),
+                "reader": OpenAIBackend(url, "tiny", retries=0),
+                "policy": HFBackend("tiny", model=model, tokenizer=tok, batch_wait_ms=0)}
+        torch.manual_seed(0)
+        tr = Trainer(cfg, tmp_path, questions=QUESTIONS,
+                     context=Context(llms=llms, config=cfg, retriever=Docs()),
+                     tensorboard=False)
+        [row] = tr.run()
+    assert row["transitions"] == 4 and row["logprob_gap"] < 1e-4  # 4 rewrites trained
+    [path] = (tmp_path / "rollouts").iterdir()
+    with (gzip.open if path.suffix == ".gz" else open)(path, "rt") as f:
+        steps = [s for line in f for s in json.loads(line)["steps"] if s.get("model")]
+    assert {s["model"] for s in steps if s["role"] == "mmoa.QR"} == {LORA}
+    assert {s["model"] for s in steps if s["role"] == "AG"} == {"tiny"}

@@ -39,6 +39,9 @@ def test_topologies_that_train_are_accepted():
     assert mao.roles == ("planner",) and not mao.server
     assert check_topology(load_config(CONFIGS / "jade-server-train.yaml")).server
     assert "DS" not in check_topology(load_config(CONFIGS / "jade-no-ds-train.yaml")).roles
+    # one server, two model names: the trained rewriter's adapter and the frozen reader's
+    rrr = check_topology(load_config(CONFIGS / "rrr-server-train.yaml"))
+    assert (rrr.roles, rrr.rollout_llm, rrr.server) == (("mmoa.QR",), "rollout", True)
 
 
 def test_an_inference_only_method_is_refused_with_its_reason():
