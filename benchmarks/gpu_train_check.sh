@@ -9,6 +9,12 @@
 #   3. FSDP2, `configs/accelerate/fsdp-gpu.yaml` with one process and rollouts from
 #      `marag serve-llm` on the same GPU (train.rollout: server, the adapter reloaded after
 #      each update).
+# SIZE=7b builds the model at Qwen2.5-7B's shape instead (hidden 3584, 28 layers, 28 query
+# and 4 key-value heads, MLP 18944, vocabulary 152064, untied head; drawn on the device);
+# RUNS may also name single-gc (the single run with train.gradient_checkpointing=true).
+# Every metrics row has seconds.<phase> and, on a GPU, peak_gib.<phase> (the most memory
+# PyTorch held in the phase). Issue 40's check, in one call:
+#   SIZE=7b RUNS="single single-gc" bash benchmarks/gpu_train_check.sh; RUNS=fsdp bash benchmarks/gpu_train_check.sh
 # Prerequisites it expects beside the tree: .whl/ (the wheels the machine lacks: pydantic,
 # bm25s, PyStemmer, fastapi, ...) and SHAPE. Writes $OUT/<run>.metrics.csv and $OUT/<run>.log
 # (the runs themselves in /tmp/gpu-runs).
@@ -19,7 +25,7 @@
 # .git/info/exclude. Try it here on a CPU with DEVICE=cpu DTYPE=float32 LAYERS=2 PY=.venv/bin/python.
 set -x
 OUT=${OUT:-/tmp/gpu-check}; SHAPE=${SHAPE:-.devcarry/qwen-shape}; DEVICE=${DEVICE:-cuda}
-DTYPE=${DTYPE:-bfloat16}; ITERS=${ITERS:-2}; LAYERS=${LAYERS:-}
+DTYPE=${DTYPE:-bfloat16}; ITERS=${ITERS:-2}; LAYERS=${LAYERS:-}; SIZE=${SIZE:-0.5b}
 W=/tmp/gpu-work; R=/tmp/gpu-runs; mkdir -p $OUT $W $R
 PY=${PY:-python3}
 if [ -d .whl ] && ! $PY -c "import pydantic, bm25s" 2>/dev/null; then
@@ -29,10 +35,19 @@ if [ -d .whl ] && ! $PY -c "import pydantic, bm25s" 2>/dev/null; then
 fi
 export PYTHONPATH=$PWD/src${PYTHONPATH:+:$PYTHONPATH} PYTHONUNBUFFERED=1 HF_HUB_OFFLINE=1
 nvidia-smi --query-gpu=name,memory.total,driver_version --format=csv || true
-$PY - "$SHAPE" "$W/model" "$LAYERS" <<'PYEOF' || exit 1
+rm -rf $W/model
+$PY - "$SHAPE" "$W/model" "$LAYERS" "$SIZE" "$DEVICE" <<'PYEOF' || exit 1
 import shutil, sys, pathlib, torch, transformers
-shape, out, layers = sys.argv[1], sys.argv[2], sys.argv[3]
+shape, out, layers, size, device = sys.argv[1:6]
 cfg = transformers.AutoConfig.from_pretrained(shape)
+if size == "7b":  # Qwen2.5-7B(-Instruct)'s config.json values
+    for k, v in dict(hidden_size=3584, intermediate_size=18944, num_hidden_layers=28,
+                     num_attention_heads=28, num_key_value_heads=4, max_window_layers=28,
+                     vocab_size=152064, tie_word_embeddings=False).items():
+        setattr(cfg, k, v)
+    if getattr(cfg, "layer_types", None):
+        cfg.layer_types = [cfg.layer_types[0]] * 28
+    torch.set_default_device(device)  # 15 GB of bf16 weights: drawn where they will run
 if layers:
     cfg.num_hidden_layers = int(layers)  # a shallower copy, for trying the script on a CPU
     if getattr(cfg, "layer_types", None):
@@ -64,7 +79,9 @@ train() {
   echo "$name rc ${PIPESTATUS[0]}"
 }
 # 1. one process
-[[ $RUNS == *single* ]] && train single ${T1:-200} $PY -m marag.cli train "${LOCAL[@]}" "${COMMON[@]}"
+[[ " $RUNS " == *" single "* ]] && train single ${T1:-200} $PY -m marag.cli train "${LOCAL[@]}" "${COMMON[@]}"
+[[ $RUNS == *single-gc* ]] && train single-gc ${T1:-200} $PY -m marag.cli train "${LOCAL[@]}" \
+    "${COMMON[@]}" --set train.gradient_checkpointing=true
 # 2. the DDP launcher, one process
 [[ $RUNS == *ddp* ]] && train ddp ${T2:-150} "${LAUNCH[@]}" --config_file configs/accelerate/ddp-gpu.yaml \
     --module marag.cli train "${LOCAL[@]}" "${COMMON[@]}"
@@ -80,7 +97,7 @@ if [[ $RUNS == *fsdp* ]]; then
       --set "llms.policy.device=$DEVICE" --set "llms.policy.dtype=$DTYPE" "${COMMON[@]}"
   kill $SERVER
 fi
-for r in single ddp fsdp; do
+for r in single single-gc ddp fsdp; do
   if [ -f $R/$r/metrics.csv ]; then
     cp $R/$r/metrics.csv $OUT/$r.metrics.csv; echo "== $r"; cat $R/$r/metrics.csv
   fi

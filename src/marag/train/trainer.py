@@ -266,7 +266,7 @@ class Trainer:
     def iteration(self, it: int) -> dict[str, Any]:
         """Run iteration ``it`` (0-based) and return its metrics row."""
         cfg = self.cfg
-        phase = Phases()
+        phase = Phases(cuda=self.acc.device.type == "cuda")
         used = {"kl_coef": self.kl.coef, "lr": self.optimizer.param_groups[0]["lr"]}
         with phase("rollout"):
             traces = self.rollout(it)
@@ -329,6 +329,8 @@ class Trainer:
         row["logprob_gap"] = gap
         row["groups_dropped"] = dropped
         row["actor_frozen"] = int(it < cfg.critic_warmup)
+        # on a GPU: the most memory PyTorch held in each phase, this process (GiB)
+        row.update({f"peak_gib.{k}": round(v, 3) for k, v in phase.peak_gib.items()})
         if explained is not None:
             row["value_explained_variance"] = explained
         if self.acc.is_main_process:
