@@ -114,6 +114,19 @@ def test_the_retrieval_decision_probability():
     assert retrieval_probability(None) is None and retrieval_probability([]) is None
 
 
+def test_tokens_too_unlikely_for_a_float_do_not_divide_by_zero():
+    # vLLM / OpenAI send -9999 for -inf; exp() of it is 0.0 for every token of the group
+    far = [{"token": "x", "top": {"[Retrieval]": -9999.0, "[No Retrieval]": -9999.0}}]
+    assert retrieval_probability(far) == pytest.approx(0.5)
+    far = [{"token": "x", "top": {"[Retrieval]": -900.0, "[No Retrieval]": -901.0}}]
+    assert retrieval_probability(far) == pytest.approx(1 / (1 + math.exp(-1)))
+    gone = [{"token": "x", "top": {"[Retrieval]": -math.inf, "[No Retrieval]": -math.inf}}]
+    assert retrieval_probability(gone) == pytest.approx(0.5)
+    top = [{"token": "[Relevant]", "top": {"[Relevant]": -9999.0, "[Irrelevant]": -9999.0}}]
+    c = critique(parse("[Relevant]Arthur", kind="evidence").value, top, [-9999.0])
+    assert c["relevance"] == pytest.approx(0.5) and math.isfinite(c["score"])
+
+
 def test_checkpoint_names():
     for name in ("selfrag/selfrag_llama2_7b", "/models/selfrag_llama2_13b", "my-Self-RAG-7b"):
         assert is_checkpoint(name)

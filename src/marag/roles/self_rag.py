@@ -162,8 +162,15 @@ def _logprob(pos: Position, token: str) -> float:
 
 
 def _dist(pos: Position, tokens: Sequence[str]) -> dict[str, float]:
-    """The probabilities of ``tokens`` at one position, normalised over them."""
-    probs = {t: math.exp(_logprob(pos, t)) for t in tokens}
+    """The probabilities of ``tokens`` at one position, normalised over them. Computed relative
+    to the largest log-probability, so that tokens all too unlikely for a float (vLLM and
+    OpenAI send -9999 for -inf) still share the mass instead of dividing by zero; all -inf:
+    equal shares."""
+    lps = {t: _logprob(pos, t) for t in tokens}
+    top = max(lps.values())
+    if top == -math.inf:
+        return {t: 1.0 / len(lps) for t in lps}
+    probs = {t: math.exp(lp - top) for t, lp in lps.items()}
     total = sum(probs.values())
     return {t: p / total for t, p in probs.items()}
 
