@@ -35,10 +35,10 @@ if has heldout; then  # once: the chosen model (CHOSEN=sft|grpo) and the untrain
   : "${CHOSEN:?set CHOSEN=sft or CHOSEN=grpo, chosen on the development split}"
   if [ "$CHOSEN" = grpo ]; then A=(--adapter runs/train/sr1-sft-a/policy --adapter "$GRPO")
   else A=(--adapter runs/train/sr1-sft-a/policy); fi
-  $M eval --config $BASE --method search-r1 --dataset $CF/fold-b-s200.jsonl \
-      --out runs/eval/sr1-untrained-foldb200 --no-progress
   $M eval --config $BASE --method search-r1 "${A[@]}" --dataset $CF/fold-b-s200.jsonl \
       --out runs/eval/sr1-$CHOSEN-a-foldb200 --no-progress
+  $M eval --config $BASE --method search-r1 --dataset $CF/fold-b-s200.jsonl \
+      --out runs/eval/sr1-untrained-foldb200 --no-progress
   $M eval --config $BASE --method vanilla --dataset $CF/fold-b-s200.jsonl \
       --out runs/eval/vanilla-foldb200 --no-progress
   .venv/bin/python benchmarks/paired_bootstrap.py runs/eval/sr1-$CHOSEN-a-foldb200 \
