@@ -22,6 +22,7 @@ def test_warm_up_trains_the_value_head_alone_then_the_policy(tmp_path):
     assert row["actor_frozen"] == 1 and row["grad_norm"] == 0.0
     lora = [p for n, p in tr.policy.named_parameters() if "lora_" in n]
     assert all(tr.optimizer.state.get(p, {}) == {} for p in lora)  # Adam never saw them
+    assert tr.scheduler.last_epoch == 0  # the schedule starts after the warm-up
     tr = make(tmp_path, "train.iterations=2", "train.critic_warmup=1")  # resumes: iteration 2
     mid = _snapshot(tr.policy)
     [row] = tr.run()

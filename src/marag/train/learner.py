@@ -252,7 +252,8 @@ class Learner:
                         f"gradient norm ({norms}); the weights were left as they were before "
                         "them. Lower train.lr, check the rewards for inf/NaN, or set "
                         "train.dtype: float32")
-        self.scheduler.step()
+        if not self.actor_frozen:  # the schedule (warm-up, cosine) starts after the critic's
+            self.scheduler.step()
         out = {k: v / max(1, n_stat) for k, v in stats.items()}
         out["skipped_steps"] = float(skipped)
         out["optimizer_steps"] = float(steps - skipped)
