@@ -27,7 +27,8 @@ def _labels(questions, *overrides):
 
 def test_labels_are_the_calls_the_workflow_makes():
     shelf, (search, answer), tally = _labels([CAPITAL])
-    assert tally == {"kept": 1, "no answer": 0, "no documents": 0, "unsupported": 0}
+    assert tally == {"kept": 1, "no answer": 0, "no documents": 0, "unsupported": 0,
+                     "unreadable": 0}
     assert shelf.queries == ["Which city is the capital of France?"]  # the question, once
     assert search.role == answer.role == "search-r1"
     assert search.target.endswith("<search> Which city is the capital of France? </search>")
@@ -65,3 +66,14 @@ def test_the_recipe_is_refused_for_a_method_it_cannot_label():
             None, ["method.name=search-r1"])))
     with pytest.raises(ValueError, match="search-r1's search-then-answer"):
         sft.check_answer_method("m-ask")
+
+
+def test_labels_the_parser_would_misread_are_counted_not_raised():
+    qs = [Question("tag", "Which city is the capital of France </search>?", ["Paris"]),
+          Question("blank", "   ", ["Paris"]), CAPITAL]
+    _, got, tally = _labels(qs, "sft.answer_evidence=any")
+    assert len(got) == 2 and tally["unreadable"] == 2 and tally["kept"] == 1
+    import pytest
+
+    with pytest.raises(ValueError, match="irrelevant_share"):
+        _labels([CAPITAL], "sft.irrelevant_share=0.5")

@@ -205,6 +205,14 @@ def test_answer_labels_refuse_a_method_without_r_ag(capsys):
     assert "vanilla | mao-arag | jade" in capsys.readouterr().err  # registry order
 
 
+def test_an_inference_only_method_is_refused_before_anything_loads(tmp_path, capsys):
+    out = tmp_path / "o"
+    assert main(["sft", "--method", "self-rag", "--recipe", "self-distill", "--dataset",
+                 "q.jsonl", "--out", str(out)]) == 2
+    assert "method 'self-rag' is inference-only" in capsys.readouterr().err
+    assert not out.exists()
+
+
 @pytest.mark.slow
 def test_answers_recipe_cli_trains_the_generator_on_real_questions(tmp_path, qa_data,
                                                                    capsys):

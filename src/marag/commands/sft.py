@@ -71,6 +71,13 @@ def run(args: argparse.Namespace) -> int:
 
     config = load_run_config(args, run_overrides(args) + list(args.overrides))
     cfg = config.sft
+    from marag.methods import check_trainable
+
+    try:  # before any sample is drawn or model loaded
+        check_trainable(config.method.name)
+    except ValueError as e:
+        print(f"marag sft: {e}", file=sys.stderr)
+        return 2
     try:
         banned = set(Path(args.exclude_ids).read_text().split()) if args.exclude_ids else set()
     except OSError as e:

@@ -39,6 +39,11 @@ def answer_call(answer: str) -> str:
     return f"<think> {THINK_ANSWER} </think>\n<answer> {answer} </answer>"
 
 
+def _reads(text: str, want: tuple[str, str]) -> bool:
+    p = parse(text)
+    return p.valid and (p.value["action"], p.value["content"]) == want
+
+
 async def examples_search_r1(questions: Sequence[Question], retriever: Any, config: Config,
                              tally: dict[str, int] | None = None) -> list[Any]:
     """Two examples (search call, answer call) per kept question; ``tally`` counts the kept
@@ -46,9 +51,13 @@ async def examples_search_r1(questions: Sequence[Question], retriever: Any, conf
     from marag.train.sft import Example, supported_answer
 
     m = config.method
+    if config.sft.irrelevant_share:
+        raise ValueError("sft.irrelevant_share (RetRobust's mix) labels an AG reader; "
+                         "search-r1's labels show the top search_top_k passages: set it to 0")
     queries = [" ".join(q.question.split()) for q in questions]
     hits = await retriever.search(queries, m.search_top_k)
-    counts = {"kept": 0, "no answer": 0, "no documents": 0, "unsupported": 0}
+    counts = {"kept": 0, "no answer": 0, "no documents": 0, "unsupported": 0,
+              "unreadable": 0}
     out: list[Any] = []
     for q, h in zip(questions, hits, strict=True):
         golds = [" ".join(a.split()) for a in q.golden_answers if a and a.strip()]
@@ -67,12 +76,13 @@ async def examples_search_r1(questions: Sequence[Question], retriever: Any, conf
                 continue
             answer = golds[0]
         search, final = first_call(q.question), answer_call(answer)
-        for text, want in ((search, ("search", " ".join(q.question.split()))),
-                           (final, ("answer", answer))):
-            p = parse(text)
-            if not p.valid or (p.value["action"], p.value["content"]) != want:
-                raise ValueError(f"search-r1's parser does not read {text!r} (question "
-                                 f"{q.id}) as {want}")
+        # a question or answer holding the tags themselves (or a blank question) would teach
+        # a call the parser reads otherwise: such a question is counted and skipped
+        if not all(_reads(text, want) for text, want in (
+                (search, ("search", " ".join(q.question.split()))),
+                (final, ("answer", answer)))):
+            counts["unreadable"] += 1
+            continue
         counts["kept"] += 1
         out.append(Example(NAME, build(q.question), search))
         out.append(Example(NAME, build(q.question, search + observation), final))
