@@ -13,8 +13,10 @@
 # and 4 key-value heads, MLP 18944, vocabulary 152064, untied head; drawn on the device);
 # RUNS may also name single-gc (the single run with train.gradient_checkpointing=true).
 # Every metrics row has seconds.<phase> and, on a GPU, peak_gib.<phase> (the most memory
-# PyTorch held in the phase). Issue 40's check, in one call:
-#   SIZE=7b RUNS="single single-gc" bash benchmarks/gpu_train_check.sh; RUNS=fsdp bash benchmarks/gpu_train_check.sh
+# PyTorch held in the phase). Issue 40's check, as two device calls (each under the
+# 600 s limit of a call; the 7B runs get T1=240 s each by default):
+#   SIZE=7b RUNS="single single-gc" bash benchmarks/gpu_train_check.sh
+#   RUNS=fsdp bash benchmarks/gpu_train_check.sh          (0.5B, rollouts from a server)
 # Prerequisites it expects beside the tree: .whl/ (the wheels the machine lacks: pydantic,
 # bm25s, PyStemmer, fastapi, ...) and SHAPE. Writes $OUT/<run>.metrics.csv and $OUT/<run>.log
 # (the runs themselves in /tmp/gpu-runs).
@@ -26,7 +28,8 @@
 set -x
 OUT=${OUT:-/tmp/gpu-check}; SHAPE=${SHAPE:-.devcarry/qwen-shape}; DEVICE=${DEVICE:-cuda}
 DTYPE=${DTYPE:-bfloat16}; ITERS=${ITERS:-2}; LAYERS=${LAYERS:-}; SIZE=${SIZE:-0.5b}
-W=/tmp/gpu-work; R=/tmp/gpu-runs; mkdir -p $OUT $W $R
+W=/tmp/gpu-work; R=/tmp/gpu-runs; rm -rf $R; mkdir -p $OUT $W $R  # no stale runs of a warm machine
+[ "$SIZE" = 7b ] && T1=${T1:-240}
 PY=${PY:-python3}
 if [ -d .whl ] && ! $PY -c "import pydantic, bm25s" 2>/dev/null; then
   $PY -m pip install -q --no-index --no-deps --no-compile --no-cache-dir --upgrade \
