@@ -48,7 +48,7 @@ async def examples_search_r1(questions: Sequence[Question], retriever: Any, conf
                              tally: dict[str, int] | None = None) -> list[Any]:
     """Two examples (search call, answer call) per kept question; ``tally`` counts the kept
     questions and why the others were dropped."""
-    from marag.train.sft import Example, supported_answer
+    from marag.train.sft import Example, clean_golds, labelled_answer
 
     m = config.method
     if config.sft.irrelevant_share:
@@ -60,7 +60,7 @@ async def examples_search_r1(questions: Sequence[Question], retriever: Any, conf
               "unreadable": 0}
     out: list[Any] = []
     for q, h in zip(questions, hits, strict=True):
-        golds = [" ".join(a.split()) for a in q.golden_answers if a and a.strip()]
+        golds = clean_golds(q)
         if not golds:
             counts["no answer"] += 1
             continue
@@ -69,12 +69,10 @@ async def examples_search_r1(questions: Sequence[Question], retriever: Any, conf
             counts["no documents"] += 1
             continue
         observation = information(docs)
-        answer = supported_answer(q.question, golds, observation)
+        answer = labelled_answer(q.question, golds, observation, config.sft.answer_evidence,
+                                 counts)
         if answer is None:
-            counts["unsupported"] += 1
-            if config.sft.answer_evidence == "docs":
-                continue
-            answer = golds[0]
+            continue
         search, final = first_call(q.question), answer_call(answer)
         # a question or answer holding the tags themselves (or a blank question) would teach
         # a call the parser reads otherwise: such a question is counted and skipped

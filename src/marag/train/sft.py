@@ -208,6 +208,23 @@ def shown_text(role: Role, question: str, docs: Sequence[Any]) -> str:
     return text.replace(question.strip(), " ") if question.strip() else text
 
 
+def clean_golds(q: Question) -> list[str]:
+    """The question's golden answers with their whitespace collapsed, blank ones left out."""
+    return [" ".join(a.split()) for a in q.golden_answers if a and a.strip()]
+
+
+def labelled_answer(question: str, golds: Sequence[str], shown: str, evidence: str,
+                    counts: dict[str, int]) -> str | None:
+    """The answer label for a reader of ``shown``: the golden answer it supports; else, under
+    ``sft.answer_evidence: any``, the first golden answer, and under ``docs`` None. Either way
+    an unsupported one is counted in ``counts["unsupported"]``."""
+    answer = supported_answer(question, golds, shown)
+    if answer is None:
+        counts["unsupported"] += 1
+        return None if evidence == "docs" else golds[0]
+    return answer
+
+
 def supported_answer(question: str, answers: Sequence[str], shown: str) -> str | None:
     """The golden answer a reader of ``shown`` (the documents as the prompt renders them) can
     give: the first whose normalised words occur there as whole words; else yes/no; else, for
@@ -250,7 +267,7 @@ async def examples_answers(questions: Sequence[Question], retriever: Any, config
     counts = {"kept": 0, "no answer": 0, "no documents": 0, "unsupported": 0, "irrelevant": 0}
     out = []
     for q, h in zip(questions, hits, strict=True):
-        golds = [" ".join(a.split()) for a in q.golden_answers if a and a.strip()]
+        golds = clean_golds(q)
         if not golds:
             counts["no answer"] += 1
             continue
@@ -266,12 +283,10 @@ async def examples_answers(questions: Sequence[Question], retriever: Any, config
             counts["no documents"] += 1
             continue
         inputs = {"question": q.question, "docs": docs}
-        answer = supported_answer(q.question, golds, shown_text(ag, q.question, docs))
+        answer = labelled_answer(q.question, golds, shown_text(ag, q.question, docs),
+                                 config.sft.answer_evidence, counts)
         if answer is None:
-            counts["unsupported"] += 1
-            if config.sft.answer_evidence == "docs":
-                continue
-            answer = golds[0]
+            continue
         target = f"<answer>{answer}</answer>"
         parsed = ag.read(target, inputs)
         if not parsed.valid or parsed.value != answer:
