@@ -11,7 +11,9 @@
 #      each update).
 # SIZE=7b builds the model at Qwen2.5-7B's shape instead (hidden 3584, 28 layers, 28 query
 # and 4 key-value heads, MLP 18944, vocabulary 152064, untied head; drawn on the device);
-# RUNS may also name single-gc (the single run with train.gradient_checkpointing=true).
+# RUNS may also name single-gc (the single run with train.gradient_checkpointing=true),
+# single-static and single-gc-static (rollouts in the local decoder's fixed slots, STATIC
+# columns, each step a CUDA-graph replay).
 # Every metrics row has seconds.<phase> and, on a GPU, peak_gib.<phase> (the most memory
 # PyTorch held in the phase). Issue 40's check, as two device calls (each under the
 # 600 s limit of a call; the 7B runs get T1=240 s each by default):
@@ -81,26 +83,37 @@ train() {
   timeout $limit "$@" --out $R/$name 2>&1 | tee $OUT/$name.log | grep -v Warning
   echo "$name rc ${PIPESTATUS[0]}"
 }
-# 1. one process
-[[ " $RUNS " == *" single "* ]] && train single ${T1:-200} $PY -m marag.cli train "${LOCAL[@]}" "${COMMON[@]}"
-[[ $RUNS == *single-gc* ]] && train single-gc ${T1:-200} $PY -m marag.cli train "${LOCAL[@]}" \
-    "${COMMON[@]}" --set train.gradient_checkpointing=true
-# 2. the DDP launcher, one process
-[[ $RUNS == *ddp* ]] && train ddp ${T2:-150} "${LAUNCH[@]}" --config_file configs/accelerate/ddp-gpu.yaml \
-    --module marag.cli train "${LOCAL[@]}" "${COMMON[@]}"
-# 3. FSDP2 with server rollouts (the server's base model keeps its folder's name; the
-# adapter is served as the rollout LLM's model name, marag-policy)
-if [[ $RUNS == *fsdp* ]]; then
-  $PY -m marag.cli serve-llm --model $W/model --device $DEVICE --dtype $DTYPE --port 8000 \
-      --allow-lora-updates > $OUT/serve-llm.log 2>&1 &
-  SERVER=$!
-  for i in $(seq 60); do curl -sf http://127.0.0.1:8000/health >/dev/null && break; sleep 2; done
-  train fsdp ${T3:-150} "${LAUNCH[@]}" --config_file configs/accelerate/fsdp-gpu.yaml \
-      --module marag.cli train --config configs/jade-server-train.yaml --set "llms.policy.model=$W/model" \
-      --set "llms.policy.device=$DEVICE" --set "llms.policy.dtype=$DTYPE" "${COMMON[@]}"
-  kill $SERVER
-fi
-for r in single single-gc ddp fsdp; do
+GC=(--set train.gradient_checkpointing=true)
+ST=(--set llms.default.static_cache=${STATIC:-2048})  # fixed-slot rollouts (CUDA graphs)
+for run in $RUNS; do
+  case $run in
+    # 1. one process, local rollouts; -gc: gradient checkpointing; -static: the local
+    # decoder's fixed slots, each step a CUDA-graph replay (marag.llm.hf_static)
+    single) train $run ${T1:-200} $PY -m marag.cli train "${LOCAL[@]}" "${COMMON[@]}" ;;
+    single-gc) train $run ${T1:-200} $PY -m marag.cli train "${LOCAL[@]}" "${COMMON[@]}" "${GC[@]}" ;;
+    single-static) train $run ${T1:-200} $PY -m marag.cli train "${LOCAL[@]}" "${COMMON[@]}" "${ST[@]}" ;;
+    single-gc-static) train $run ${T1:-200} $PY -m marag.cli train "${LOCAL[@]}" "${COMMON[@]}" \
+        "${GC[@]}" "${ST[@]}" ;;
+    # 2. the DDP launcher, one process
+    ddp) train ddp ${T2:-150} "${LAUNCH[@]}" --config_file configs/accelerate/ddp-gpu.yaml \
+        --module marag.cli train "${LOCAL[@]}" "${COMMON[@]}" ;;
+    # 3. FSDP2 with server rollouts (the server's base model keeps its folder's name; the
+    # adapter is served as the rollout LLM's model name, marag-policy); SERVER_STATIC=N
+    # gives the server fixed-slot decoding
+    fsdp)
+      $PY -m marag.cli serve-llm --model $W/model --device $DEVICE --dtype $DTYPE --port 8000 \
+          --allow-lora-updates --max-batch-size 16 --static-cache ${SERVER_STATIC:-0} \
+          > $OUT/serve-llm.log 2>&1 &
+      SERVER=$!
+      for i in $(seq 60); do curl -sf http://127.0.0.1:8000/health >/dev/null && break; sleep 2; done
+      train fsdp ${T3:-150} "${LAUNCH[@]}" --config_file configs/accelerate/fsdp-gpu.yaml \
+          --module marag.cli train --config configs/jade-server-train.yaml --set "llms.policy.model=$W/model" \
+          --set "llms.policy.device=$DEVICE" --set "llms.policy.dtype=$DTYPE" "${COMMON[@]}"
+      kill $SERVER ;;
+    *) echo "unknown run $run"; exit 2 ;;
+  esac
+done
+for r in $RUNS; do
   if [ -f $R/$r/metrics.csv ]; then
     cp $R/$r/metrics.csv $OUT/$r.metrics.csv; echo "== $r"; cat $R/$r/metrics.csv
   fi

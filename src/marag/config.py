@@ -76,6 +76,12 @@ class LLMConfig(Section):
     extra_body: dict[str, Any] = Field(default_factory=dict)
     max_batch_size: int = Field(16, ge=1)
     batch_wait_ms: float = Field(5.0, ge=0)
+    # hf backend: decode every row whose prompt plus max_tokens fits in this many tokens in a
+    # KV cache of fixed shape (max_batch_size rows x static_cache columns), allocated once;
+    # on CUDA each decoding step is then one CUDA-graph replay (cuda_graphs). 0: the growing
+    # cache. For GPU rollouts; every step attends over all the columns, so size it to the run
+    static_cache: int = Field(0, ge=0)
+    cuda_graphs: bool = True
     device: str = "cpu"
     # hf backend: auto = bfloat16 on a CPU with native bf16 matmul (AMX/AVX-512 BF16) or a
     # bf16-capable GPU, else float32; a trainer's model stays float32 on CPU (marag.llm.dtype)

@@ -36,6 +36,10 @@ def register(subparsers: argparse._SubParsersAction) -> None:
     p.add_argument("--device", default="cpu", help="torch device (default cpu)")
     p.add_argument("--dtype", default="float32", choices=["float32", "bfloat16", "float16", "auto"])
     p.add_argument("--bf16-autocast", action="store_true", help="bfloat16 autocast on CPU")
+    p.add_argument("--static-cache", type=int, default=0, metavar="TOKENS",
+                   help="decode requests whose prompt plus max_tokens fit in TOKENS in a KV "
+                        "cache of fixed shape, each step one CUDA-graph replay on CUDA "
+                        "(default 0: the growing cache)")
     p.add_argument("--threads", type=int, default=None, help="torch CPU threads")
     p.add_argument("--allow-lora-updates", action="store_true",
                    help="accept POST /v1/load_lora_adapter and /v1/unload_lora_adapter (vLLM's "
@@ -48,9 +52,9 @@ def register(subparsers: argparse._SubParsersAction) -> None:
 
 def run(args: argparse.Namespace) -> int:
     if (args.port < 1 or args.max_batch_size < 1 or args.batch_wait_ms < 0
-            or args.default_max_tokens < 1):
+            or args.default_max_tokens < 1 or args.static_cache < 0):
         print("marag serve-llm: --port, --max-batch-size and --default-max-tokens must be >= 1, "
-              "--batch-wait-ms >= 0", file=sys.stderr)
+              "--batch-wait-ms and --static-cache >= 0", file=sys.stderr)
         return 2
     import uvicorn
 
@@ -65,7 +69,8 @@ def run(args: argparse.Namespace) -> int:
     try:
         backend = HFBackend(args.model, device=args.device, dtype=args.dtype,
                             max_batch_size=args.max_batch_size, batch_wait_ms=args.batch_wait_ms,
-                            bf16_autocast=args.bf16_autocast, cache_dir=args.cache_dir)
+                            bf16_autocast=args.bf16_autocast, cache_dir=args.cache_dir,
+                            static_cache=args.static_cache)
     except LLMError as e:
         print(f"marag serve-llm: {e}", file=sys.stderr)
         return 2

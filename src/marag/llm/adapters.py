@@ -104,4 +104,5 @@ class AdapterSet:
                          max_batch_size=base.max_batch_size,
                          batch_wait_ms=base.batch_wait * 1000.0,
                          bf16_autocast=base.bf16_autocast,
-                         prefix_cache=base._decoder.prefix_cache is not None)
+                         prefix_cache=base._decoder.prefix_cache is not None,
+                         static_cache=base.static_cache, cuda_graphs=base.cuda_graphs)

@@ -61,15 +61,16 @@ def make_llm(cfg: LLMConfig, *, shared: _Shared | None = None,
             shared = None
         if shared is not None and key in shared:
             backend = shared[key]
-            if (backend.max_batch_size, backend.batch_wait) != (
-                    cfg.max_batch_size, cfg.batch_wait_ms / 1000.0):
+            if (backend.max_batch_size, backend.batch_wait, backend.static_cache) != (
+                    cfg.max_batch_size, cfg.batch_wait_ms / 1000.0, cfg.static_cache):
                 log.warning("hf backends for %s share one batcher; using the first entry's "
-                            "max_batch_size/batch_wait_ms", cfg.model)
+                            "max_batch_size/batch_wait_ms/static_cache", cfg.model)
             return backend
         backend = HFBackend(cfg.model, device=device, dtype=dtype,
                             max_batch_size=cfg.max_batch_size, batch_wait_ms=cfg.batch_wait_ms,
                             bf16_autocast=cfg.bf16_autocast, cache_dir=cfg.cache_dir,
-                            adapters=adapters)
+                            adapters=adapters, static_cache=cfg.static_cache,
+                            cuda_graphs=cfg.cuda_graphs)
         if shared is not None:
             shared[key] = backend
         return backend

@@ -236,7 +236,8 @@ class BatchDecoder:
     """Decodes rows with a shared KV cache. Not thread-safe: callers serialise ``run``."""
 
     def __init__(self, model: Any, tokenizer: Any, *, bf16_autocast: bool = False,
-                 prefix_cache: bool = False, prefix_entries: int = 16) -> None:
+                 prefix_cache: bool = False, prefix_entries: int = 16,
+                 static_len: int = 0, cuda_graphs: bool = True) -> None:
         self.model = model
         self.tokenizer = tokenizer
         self.bf16_autocast = bf16_autocast
@@ -273,6 +274,20 @@ class BatchDecoder:
         # length (benchmarks/e2e_profile.py). fp32 and GPU kernels are not shape-compiled.
         low = getattr(model, "dtype", torch.float32) in (torch.bfloat16, torch.float16)
         self.pad_multiple = PAD_MULTIPLE if low and model.device.type == "cpu" else 1
+        # Fixed-slot decoding (marag.llm.hf_static): rows that fit in ``static_len`` columns
+        # decode in a cache allocated once, their step a CUDA graph on CUDA. 0: off.
+        from marag.llm.hf_static import static_supported
+
+        why = static_supported(model) if static_len else None
+        if why is None and static_len and not self.can_join:
+            why = "its cache layers cannot take joined rows"
+        if why is not None:
+            raise PromptError(f"fixed-slot decoding (static_cache) is not available for this "
+                              f"model: {why}")
+        self.static_len = min(static_len, self.max_positions or static_len)
+        self.cuda_graphs = cuda_graphs
+        self.slot_step: Any = None  # a SlotStep, built at the first run that uses it
+        self._seated: dict[int, Row] = {}  # slot -> the row decoding in it
 
     def check(self, prompt_ids: list[int]) -> str | None:
         """Why this prompt cannot be decoded (None: it can). Checked per row, before batching."""
@@ -421,10 +436,20 @@ class BatchDecoder:
         """Choose every row's next token from ``batch.logits``; deliver and drop finished rows."""
         t0 = time.perf_counter()
         tokens, lps = _choose(batch.rows, batch.logits)
+        keep = self._take(batch.rows, tokens, lps, deliver)
+        if len(keep) < len(batch.rows):
+            batch.select(keep)
+        batch.next_tokens = [tokens[s] for s in keep]
+        self.stats.choose_s += time.perf_counter() - t0
+
+    def _take(self, rows: list[Row], tokens: list[int], lps: list[float],
+              deliver: Callable[[Row, DecodeResult], None]) -> list[int]:
+        """Give every row its chosen token; deliver finished rows and drop abandoned ones.
+        Returns the indices of the rows that go on."""
         self.steps += 1
         keep = []
-        for slot, r in enumerate(batch.rows):
-            finished = self._finish(r, tokens[slot], lps[slot])
+        for i, r in enumerate(rows):
+            finished = self._finish(r, tokens[i], lps[i])
             if r.on_token is not None:
                 r.on_token(r)
             if finished:
@@ -432,11 +457,71 @@ class BatchDecoder:
             elif self.abandoned is not None and self.abandoned(r):
                 self.dropped += 1  # nobody waits for this row any more
             else:
-                keep.append(slot)
-        if len(keep) < len(batch.rows):
-            batch.select(keep)
-        batch.next_tokens = [tokens[s] for s in keep]
+                keep.append(i)
+        return keep
+
+    # ------------------------------------------------------------ fixed-slot decoding
+
+    def _fits(self, r: Row) -> bool:
+        return len(r.prompt_ids) + r.params.max_tokens <= self.static_len
+
+    def _seat(self, fresh: _Batch, max_rows: int) -> _Batch:
+        """Move the rows of a just-prefilled batch that fit into free slots; returns the
+        batch of those that did not (they decode in the growing cache)."""
+        from marag.llm.hf_static import SlotStep
+
+        step = self.slot_step
+        if step is None or step.slots < max_rows:
+            if self._seated:  # never resize under running rows: decode the rest as they are
+                return fresh
+            step = self.slot_step = SlotStep(self.model, max_rows, self.static_len,
+                                             graphs=self.cuda_graphs)
+        free = [s for s in range(step.slots) if s not in self._seated]
+        stay = []
+        for i, r in enumerate(fresh.rows):
+            if not self._fits(r) or not free:
+                stay.append(i)
+                continue
+            slot = free.pop(0)
+            columns = fresh.mask[i].nonzero()[:, 0]
+            step.place(slot, [layer.keys[i] for layer in fresh.cache.layers],
+                       [layer.values[i] for layer in fresh.cache.layers],
+                       columns, fresh.next_tokens[i])
+            self._seated[slot] = r
+        if len(stay) < len(fresh.rows):
+            fresh.select(stay)
+            fresh.next_tokens = [fresh.next_tokens[i] for i in stay]
+        return fresh
+
+    def _step_slots(self, deliver: Callable[[Row, DecodeResult], None]) -> None:
+        """One decoding step of every seated row (one graph replay on CUDA)."""
+        step = self.slot_step
+        slots = sorted(self._seated)
+        rows = [self._seated[s] for s in slots]
+        t0 = time.perf_counter()
+        step.cpu_autocast = self.bf16_autocast
+        logits = step.step()
+        index = torch.tensor(slots, dtype=torch.long, device=logits.device)
+        picked = logits.index_select(0, index)
+        self.stats.step_s += time.perf_counter() - t0
+        self.stats.steps += 1
+        self.stats.step_rows += len(rows)
+        t0 = time.perf_counter()
+        tokens, lps = _choose(rows, picked)
+        keep = set(self._take(rows, tokens, lps, deliver))
+        for i, slot in enumerate(slots):
+            if i in keep:
+                step.next_ids[slot] = tokens[i]
+                step.next_pos[slot] += 1
+            else:
+                del self._seated[slot]
+                step.free(slot)
         self.stats.choose_s += time.perf_counter() - t0
+
+    def drop_graphs(self) -> None:
+        """Forget captured decode steps (call when the model's weights were replaced)."""
+        if self.slot_step is not None:
+            self.slot_step.drop_graph()
 
     def _result(self, r: Row) -> DecodeResult:
         text = r.text
@@ -460,8 +545,9 @@ class BatchDecoder:
         running: _Batch | None = None
         with torch.inference_mode():
             while True:
-                room = max_rows - (len(running.rows) if running else 0)
-                new = admit(room) if room > 0 and (running is None or self.can_join) else []
+                room = max_rows - (len(running.rows) if running else 0) - len(self._seated)
+                idle = running is None and not self._seated
+                new = admit(room) if room > 0 and (idle or self.can_join) else []
                 if fail is not None:
                     good = []
                     for r in new:
@@ -488,15 +574,21 @@ class BatchDecoder:
                             self._finish_batch(fresh, deliver)
                         elif fresh.rows:
                             t0 = time.perf_counter()
-                            running = fresh if running is None else _merge(running, fresh)
+                            if self.static_len:
+                                fresh = self._seat(fresh, max_rows)
+                            if fresh.rows:
+                                running = fresh if running is None else _merge(running, fresh)
                             self.stats.merge_s += time.perf_counter() - t0
-                if running is None:
+                if running is None and not self._seated:
                     if new:
                         continue  # every new row finished on its first token; ask again
                     return
-                self._step(running, deliver)
-                if not running.rows:
-                    running = None
+                if self._seated:
+                    self._step_slots(deliver)
+                if running is not None:
+                    self._step(running, deliver)
+                    if not running.rows:
+                        running = None
 
     def _step(self, batch: _Batch, deliver: Callable[[Row, DecodeResult], None]) -> None:
         """One decoding step: feed every row its last token, choose and deliver the next."""

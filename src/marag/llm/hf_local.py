@@ -80,7 +80,8 @@ class HFBackend:
                  max_batch_size: int = 16, batch_wait_ms: float = 5.0,
                  bf16_autocast: bool = False, model: Any = None, tokenizer: Any = None,
                  cache_dir: str | None = None, prefix_cache: bool = True,
-                 prefix_entries: int = 16, adapters: list[str] | tuple[str, ...] = ()) -> None:
+                 prefix_entries: int = 16, adapters: list[str] | tuple[str, ...] = (),
+                 static_cache: int = 0, cuda_graphs: bool = True) -> None:
         from marag.llm.hf_decode import BatchDecoder
 
         if (model is None) != (tokenizer is None):
@@ -110,8 +111,16 @@ class HFBackend:
         # prefix_cache: reuse the KV of a conversation's leading turns (system message,
         # worked examples: identical across calls of one role) and prefill only the rest;
         # switched off by the decoder for models whose cache cannot take it (sliding window).
-        self._decoder = BatchDecoder(model, tokenizer, bf16_autocast=bf16_autocast,
-                                     prefix_cache=prefix_cache, prefix_entries=prefix_entries)
+        # static_cache: decode rows that fit in this many columns in a KV cache allocated once,
+        # each step one CUDA-graph replay on CUDA (marag.llm.hf_static); 0: the growing cache
+        try:
+            self._decoder = BatchDecoder(model, tokenizer, bf16_autocast=bf16_autocast,
+                                         prefix_cache=prefix_cache, prefix_entries=prefix_entries,
+                                         static_len=static_cache, cuda_graphs=cuda_graphs)
+        except PromptError as e:
+            raise LLMError(f"hf backend {model_or_path}: {e}") from None
+        self.static_cache = static_cache
+        self.cuda_graphs = cuda_graphs
         self._decoder.abandoned = self._abandoned
         # One decode at a time even if several event loops share this backend.
         self._lock = threading.Lock()
@@ -242,6 +251,7 @@ class HFBackend:
         self.weights_version += 1
         if self._decoder.prefix_cache is not None:
             self._decoder.prefix_cache.clear()
+        self._decoder.drop_graphs()
         return self.weights_version
 
     # ------------------------------------------------------------------ batching

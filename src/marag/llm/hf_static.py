@@ -1,0 +1,205 @@
+"""Fixed-slot decoding for the local decoder: a KV cache allocated once, and on CUDA the
+decode step replayed as a captured CUDA graph.
+
+Why: on a GPU a 0.5B model's decode step is launch-bound (hundreds of small kernels a step,
+~20 ms whatever the batch, BENCHMARKS.md), and the growing cache of ``hf_decode`` changes
+every tensor's shape each step, so nothing can be captured. Here every shape is fixed:
+
+- ``SlotCache``: per layer, keys and values of ``[slots, kv_heads, length, head_dim]``. A row
+  owns one slot; its tokens sit at columns ``0..n-1`` with no padding, so a token's column is
+  its position id, and the step writes each slot's new key/value at its own column
+  (``write``). A finished row frees its slot at once; a new row takes a free slot between
+  steps (its prompt is prefilled by ``hf_decode`` as before and its real columns copied in),
+  so continuous batching survives the fixed shapes.
+- ``SlotStep``: the step's inputs (token ids, position ids, write columns, a 4-D additive
+  mask ``[slots, 1, 1, length]``) and output logits live in fixed buffers; the model is called
+  with the 4-D mask, which transformers passes to attention as it is. Free slots run along
+  (writing column 0, which their mask shows them, so their logits stay finite) and are not
+  read. On CUDA, the first step captures the whole step (mask update, forward, logits copy)
+  in a ``torch.cuda.CUDAGraph`` and every later step is one replay; elsewhere the same step
+  runs eagerly, which is how it is tested on a CPU.
+
+The price: every step attends over all ``length`` columns of all slots, so ``length`` should
+be near the longest prompt plus answer of a run, not the model's context. Rows that would
+not fit (prompt plus ``max_tokens`` beyond ``length``) are decoded by the growing cache.
+"""
+
+from __future__ import annotations
+
+import logging
+from typing import Any
+
+import torch
+
+log = logging.getLogger(__name__)
+
+
+def _text_config(model: Any) -> Any:
+    cfg = model.config
+    return cfg.get_text_config() if hasattr(cfg, "get_text_config") else cfg
+
+
+def static_supported(model: Any) -> str | None:
+    """Why ``model`` cannot decode in fixed slots (None: it can): every layer must be plain
+    full attention over a growing key/value store."""
+    cfg = _text_config(model)
+    types = getattr(cfg, "layer_types", None) or ["full_attention"]
+    if any(t != "full_attention" for t in types):
+        return f"its layers are not all full attention ({sorted(set(types))})"
+    if getattr(cfg, "sliding_window", None) and getattr(cfg, "use_sliding_window", False):
+        return "it uses a sliding window"
+    return None
+
+
+class SlotCache:
+    """A transformers-compatible cache of fixed shape (see the module docstring).
+
+    Only what a decoder layer calls is implemented: ``update`` writes the new token's key and
+    value at each slot's ``write`` column and returns the whole layer.
+    """
+
+    is_compileable = True
+
+    def __init__(self, model: Any, slots: int, length: int) -> None:
+        cfg = _text_config(model)
+        layers = int(cfg.num_hidden_layers)
+        heads = int(cfg.num_attention_heads)
+        kv_heads = int(getattr(cfg, "num_key_value_heads", None) or heads)
+        head_dim = int(getattr(cfg, "head_dim", None) or cfg.hidden_size // heads)
+        param = next(model.parameters())
+        self.shape = (slots, kv_heads, length, head_dim)
+        self.layers = layers
+        # allocated at the first ``place``, in the dtypes the model's keys and values come in
+        # (under a CPU's bf16 autocast keys leave the rotary embedding in float32, values in
+        # bfloat16)
+        self.keys: list[torch.Tensor] = []
+        self.values: list[torch.Tensor] = []
+        self.write = torch.zeros(slots, dtype=torch.long, device=param.device)
+        self._slots = torch.arange(slots, device=param.device)
+        self.length = length
+
+    def update(self, key_states: torch.Tensor, value_states: torch.Tensor, layer_idx: int,
+               *args: Any, **kwargs: Any) -> tuple[torch.Tensor, torch.Tensor]:
+        keys, values = self.keys[layer_idx], self.values[layer_idx]
+        keys[self._slots, :, self.write] = key_states[:, :, -1]
+        values[self._slots, :, self.write] = value_states[:, :, -1]
+        return keys, values
+
+    def get_seq_length(self, layer_idx: int = 0) -> int:
+        return 0  # positions and the mask are always given; nothing derives them from here
+
+    def get_max_cache_shape(self, layer_idx: int = 0) -> int:
+        return self.length
+
+    def place(self, slot: int, layer_keys: list[torch.Tensor], layer_values: list[torch.Tensor],
+              columns: torch.Tensor) -> None:
+        """Copy one row's prefilled KV (``[kv_heads, cols, head_dim]`` per layer, its real
+        columns ``columns``) into ``slot`` at columns ``0..n-1``."""
+        n = len(columns)
+        if not self.keys:
+            k0, v0 = layer_keys[0], layer_values[0]
+            self.keys = [k0.new_zeros(self.shape) for _ in range(self.layers)]
+            self.values = [v0.new_zeros(self.shape) for _ in range(self.layers)]
+        for layer, (k, v) in enumerate(zip(layer_keys, layer_values)):
+            cols = columns.to(k.device)
+            self.keys[layer][slot, :, :n] = k[:, cols]
+            self.values[layer][slot, :, :n] = v[:, cols]
+
+
+class SlotStep:
+    """One decode step over every slot, in fixed buffers; captured as a CUDA graph on CUDA
+    when ``graphs`` (see the module docstring)."""
+
+    def __init__(self, model: Any, slots: int, length: int, *, graphs: bool = True) -> None:
+        self.model = model
+        self.slots = slots
+        self.length = length
+        self.cache = SlotCache(model, slots, length)
+        param = next(model.parameters())
+        device = param.device
+        self.device = device
+        self.neg = torch.finfo(param.dtype).min
+        self.ids = torch.zeros((slots, 1), dtype=torch.long, device=device)
+        self.pos = torch.zeros((slots, 1), dtype=torch.long, device=device)
+        self.mask = torch.full((slots, 1, 1, length), self.neg, dtype=param.dtype, device=device)
+        self.mask[:, :, :, 0] = 0  # a free slot sees column 0, so its softmax stays finite
+        vocab = int(model.get_output_embeddings().weight.shape[0])
+        self.logits = torch.zeros((slots, vocab), dtype=torch.float32, device=device)
+        self._slots = torch.arange(slots, device=device)
+        self._zero = torch.zeros((), dtype=param.dtype, device=device)
+        self.use_graph = graphs and device.type == "cuda"
+        self.graph: Any = None
+        self.captures = 0
+        self.graph_error: str | None = None  # why capturing failed (the step then runs eagerly)
+        # host mirrors of the next step's inputs (one copy each to the device a step)
+        self.next_ids = torch.zeros(slots, dtype=torch.long)
+        self.next_pos = torch.zeros(slots, dtype=torch.long)
+        # bf16 autocast on a CPU (a trainer's model keeps its frozen linears in bf16 there);
+        # set by the decoder before each step, as its growing-cache forward does
+        self.cpu_autocast = False
+
+    def place(self, slot: int, layer_keys: list[torch.Tensor], layer_values: list[torch.Tensor],
+              columns: torch.Tensor, token: int) -> None:
+        """Seat a prefilled row in ``slot``; its next step feeds ``token`` at position n."""
+        n = len(columns)
+        self.cache.place(slot, layer_keys, layer_values, columns)
+        self.mask[slot].fill_(self.neg)
+        self.mask[slot, :, :, :n] = 0
+        self.next_ids[slot] = token
+        self.next_pos[slot] = n
+
+    def free(self, slot: int) -> None:
+        self.mask[slot].fill_(self.neg)
+        self.mask[slot, :, :, 0] = 0
+        self.next_ids[slot] = 0
+        self.next_pos[slot] = 0
+
+    def _compute(self) -> None:
+        self.mask.index_put_((self._slots, self._slots.new_zeros(()), self._slots.new_zeros(()),
+                              self.cache.write), self._zero)
+        autocast = self.cpu_autocast and self.device.type == "cpu"
+        with torch.autocast("cpu", dtype=torch.bfloat16, enabled=autocast):
+            out = self.model(input_ids=self.ids, attention_mask=self.mask, position_ids=self.pos,
+                             past_key_values=self.cache, use_cache=True, logits_to_keep=1)
+        self.logits.copy_(out.logits[:, -1, :])
+
+    def _capture(self) -> None:
+        # warm-up on a side stream (as torch.cuda.graphs requires), then capture; each run
+        # recomputes the same step from the same inputs, so repeating it changes nothing
+        side = torch.cuda.Stream()
+        side.wait_stream(torch.cuda.current_stream())
+        with torch.cuda.stream(side):
+            for _ in range(2):
+                self._compute()
+        torch.cuda.current_stream().wait_stream(side)
+        graph = torch.cuda.CUDAGraph()
+        with torch.cuda.graph(graph):
+            self._compute()
+        self.graph = graph
+        self.captures += 1
+
+    def step(self) -> torch.Tensor:
+        """Feed every slot its ``next_ids`` at ``next_pos``; the logits ``[slots, vocab]``."""
+        self.ids.copy_(self.next_ids[:, None], non_blocking=True)
+        self.pos.copy_(self.next_pos[:, None], non_blocking=True)
+        self.cache.write.copy_(self.next_pos, non_blocking=True)
+        if not self.use_graph:
+            self._compute()
+        else:
+            if self.graph is None:
+                try:
+                    self._capture()
+                except RuntimeError as e:  # a model whose step cannot be captured
+                    self.graph_error = f"{type(e).__name__}: {e}"
+                    self.use_graph = False
+                    log.warning("the decode step could not be captured as a CUDA graph; "
+                                "decoding eagerly in the fixed slots: %s", self.graph_error)
+                    torch.cuda.synchronize()
+                    self._compute()
+                    return self.logits
+            self.graph.replay()
+        return self.logits
+
+    def drop_graph(self) -> None:
+        """Forget the captured step (the model's modules or parameters were replaced)."""
+        self.graph = None
