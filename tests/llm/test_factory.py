@@ -77,3 +77,14 @@ def test_money_uses_config_then_list_prices():
     assert money("smollm2", 10**9, 10**9, mine) == 0.0
     with pytest.raises(ValueError):
         money("gpt-4o", -1, 0)
+
+
+def test_static_cache_reaches_the_decoder_and_is_checked(tiny_folder):
+    from pydantic import ValidationError
+
+    backend = make_llm(LLMConfig(model=tiny_folder, static_cache=256, cuda_graphs=False,
+                                 max_batch_size=3))
+    assert backend.static_cache == 256 and backend._decoder.static_len == 256
+    assert backend._decoder.cuda_graphs is False
+    with pytest.raises(ValidationError, match="static_cache"):
+        LLMConfig(model=tiny_folder, static_cache=-1)

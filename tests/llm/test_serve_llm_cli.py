@@ -15,6 +15,8 @@ def test_serve_llm_arguments_and_defaults():
 def test_serve_llm_rejects_bad_arguments_and_models(capsys, tmp_path):
     assert main(["serve-llm", "--port", "0"]) == 2
     assert "--port" in capsys.readouterr().err
+    assert main(["serve-llm", "--static-cache", "-1"]) == 2
+    assert "--static-cache" in capsys.readouterr().err
     assert main(["serve-llm", "--model", str(tmp_path / "missing.gguf")]) == 2
     assert "GGUF file not found" in capsys.readouterr().err
 
@@ -42,7 +44,7 @@ def test_serve_llm_command_serves_a_model_folder(tiny, tmp_path, free_port):
     port = free_port()
     proc = subprocess.Popen(
         [sys.executable, "-m", "marag.cli", "serve-llm", "--model", str(folder), "--port",
-         str(port), "--threads", "1"], stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
+         str(port), "--threads", "1", "--static-cache", "256"], stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
     try:
         deadline = time.monotonic() + 90
         while True:
