@@ -1,6 +1,11 @@
 """Paired bootstrap of the F1 difference between two evaluation runs on the same questions.
 
     python benchmarks/paired_bootstrap.py runs/eval/A runs/eval/B [--samples 10000]
+    python benchmarks/paired_bootstrap.py runs/eval/X-on-b,runs/eval/X-on-a runs/eval/Y-all
+
+A side given as comma-separated run directories pools their questions (a cross-fitted row:
+the fold-A model's run on fold B with the fold-B model's run on fold A); a question may
+appear in only one of them.
 
 Prints mean F1 of each, the mean difference A - B and its 95% interval (percentile bootstrap
 over questions, seed 0), and how many questions each run scores higher on.
@@ -24,7 +29,14 @@ def traces_file(run: Path) -> Path:
 
 
 def f1s(run: Path) -> dict[str, float]:
-    return {t.id: float(t.metrics.get("f1", 0.0)) for t in read_jsonl(traces_file(run), Trace)}
+    """Per-question F1 of one run directory, or of comma-separated ones pooled."""
+    out: dict[str, float] = {}
+    for part in str(run).split(","):
+        for t in read_jsonl(traces_file(Path(part)), Trace):
+            if t.id in out:
+                raise SystemExit(f"{part}: question {t.id} is in two of the pooled runs")
+            out[t.id] = float(t.metrics.get("f1", 0.0))
+    return out
 
 
 def paired_interval(diffs: list[float], samples: int = 10000,
