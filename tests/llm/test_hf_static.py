@@ -155,3 +155,26 @@ def test_a_backend_refuses_slots_for_a_model_that_cannot_take_them(tiny, monkeyp
     monkeypatch.setattr(hs, "static_supported", lambda m: "its layers are not all full attention")
     with pytest.raises(LLMError, match="static_cache.*not all full attention"):
         HFBackend("tiny", model=model, tokenizer=tok, static_cache=64)
+
+
+def test_a_failing_run_frees_its_slots_and_the_next_run_is_clean(tiny):
+    model, tok = tiny
+    decoder = BatchDecoder(model, tok, static_len=64)
+    calls = {"n": 0}
+    real = decoder._step_slots
+
+    def boom(deliver):
+        calls["n"] += 1
+        if calls["n"] == 3:
+            raise RuntimeError("device lost")
+        real(deliver)
+
+    decoder._step_slots = boom
+    params = [SamplingParams(max_tokens=10)] * len(PROMPTS)
+    with pytest.raises(RuntimeError, match="device lost"):
+        _decode(decoder, _rows(tok, params))
+    assert not decoder._seated
+    decoder._step_slots = real
+    again = _decode(decoder, _rows(tok, params))
+    fresh = _decode(BatchDecoder(model, tok), _rows(tok, params))
+    assert {i: r.token_ids for i, r in again.items()} == {i: r.token_ids for i, r in fresh.items()}

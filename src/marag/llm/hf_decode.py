@@ -542,6 +542,20 @@ class BatchDecoder:
         own prefill raising) is handed to ``fail`` with a ``PromptError`` and the other rows go
         on as if it had never been sent; without it, such an error propagates.
         """
+        try:
+            self._run(admit, deliver, max_rows, fail)
+        except BaseException:
+            # the seated rows belong to this run's callers, who get its error: free their
+            # slots, so that the next run does not decode them again
+            with torch.inference_mode():  # the slots' buffers are inference tensors
+                for slot in list(self._seated):
+                    del self._seated[slot]
+                    self.slot_step.free(slot)
+            raise
+
+    def _run(self, admit: Callable[[int], list[Row]],
+             deliver: Callable[[Row, DecodeResult], None], max_rows: int,
+             fail: Callable[[Row, Exception], None] | None) -> None:
         running: _Batch | None = None
         with torch.inference_mode():
             while True:
