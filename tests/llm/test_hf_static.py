@@ -163,18 +163,46 @@ def test_a_failing_run_frees_its_slots_and_the_next_run_is_clean(tiny):
     calls = {"n": 0}
     real = decoder._step_slots
 
-    def boom(deliver):
+    def boom(deliver, **kw):
         calls["n"] += 1
         if calls["n"] == 3:
             raise RuntimeError("device lost")
-        real(deliver)
+        real(deliver, **kw)
 
     decoder._step_slots = boom
     params = [SamplingParams(max_tokens=10)] * len(PROMPTS)
     with pytest.raises(RuntimeError, match="device lost"):
         _decode(decoder, _rows(tok, params))
-    assert not decoder._seated
+    assert not decoder._seated and decoder.slot_step is None  # new slots next time
     decoder._step_slots = real
     again = _decode(decoder, _rows(tok, params))
     fresh = _decode(BatchDecoder(model, tok), _rows(tok, params))
     assert {i: r.token_ids for i, r in again.items()} == {i: r.token_ids for i, r in fresh.items()}
+
+
+def test_switching_bf16_autocast_between_runs_rebuilds_the_slots(tiny):
+    # HFBackend.bf16_autocast is public (a trainer sets it after building the backend); the
+    # slots' dtypes follow it, so a change between runs gives new slots, not a dtype error
+    model, tok = tiny
+    decoder = BatchDecoder(model, tok, static_len=64)
+    params = [SamplingParams(max_tokens=6)] * 4
+    _decode(decoder, _rows(tok, params))
+    first = decoder.slot_step
+    decoder.bf16_autocast = True
+    auto = _decode(decoder, _rows(tok, params))
+    assert decoder.slot_step is not first and decoder.slot_step.cpu_autocast
+    growing = BatchDecoder(model, tok, bf16_autocast=True)
+    assert {i: r.token_ids for i, r in auto.items()} == {
+        i: r.token_ids for i, r in _decode(growing, _rows(tok, params)).items()}
+    decoder.bf16_autocast = False
+    _decode(decoder, _rows(tok, params))
+    assert not decoder.slot_step.cpu_autocast
+
+
+def test_models_whose_cache_slots_cannot_hold_are_refused():
+    from types import SimpleNamespace as NS
+
+    assert "ALiBi" in static_supported(NS(config=NS(model_type="bloom")))
+    assert "ALiBi" in static_supported(NS(config=NS(model_type="falcon", alibi=True)))
+    assert "latent" in static_supported(NS(config=NS(model_type="deepseek_v3", kv_lora_rank=512)))
+    assert static_supported(NS(config=NS(model_type="falcon", alibi=False))) is None

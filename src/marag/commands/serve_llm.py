@@ -40,6 +40,9 @@ def register(subparsers: argparse._SubParsersAction) -> None:
                    help="decode requests whose prompt plus max_tokens fit in TOKENS in a KV "
                         "cache of fixed shape, each step one CUDA-graph replay on CUDA "
                         "(default 0: the growing cache)")
+    p.add_argument("--no-cuda-graphs", action="store_true",
+                   help="with --static-cache, run each step eagerly instead of replaying a "
+                        "captured CUDA graph")
     p.add_argument("--threads", type=int, default=None, help="torch CPU threads")
     p.add_argument("--allow-lora-updates", action="store_true",
                    help="accept POST /v1/load_lora_adapter and /v1/unload_lora_adapter (vLLM's "
@@ -70,7 +73,8 @@ def run(args: argparse.Namespace) -> int:
         backend = HFBackend(args.model, device=args.device, dtype=args.dtype,
                             max_batch_size=args.max_batch_size, batch_wait_ms=args.batch_wait_ms,
                             bf16_autocast=args.bf16_autocast, cache_dir=args.cache_dir,
-                            static_cache=args.static_cache)
+                            static_cache=args.static_cache,
+                            cuda_graphs=not args.no_cuda_graphs)
     except LLMError as e:
         print(f"marag serve-llm: {e}", file=sys.stderr)
         return 2

@@ -61,10 +61,11 @@ def make_llm(cfg: LLMConfig, *, shared: _Shared | None = None,
             shared = None
         if shared is not None and key in shared:
             backend = shared[key]
-            if (backend.max_batch_size, backend.batch_wait, backend.static_cache) != (
-                    cfg.max_batch_size, cfg.batch_wait_ms / 1000.0, cfg.static_cache):
+            if (backend.max_batch_size, backend.batch_wait, backend.static_cache,
+                    backend.cuda_graphs) != (cfg.max_batch_size, cfg.batch_wait_ms / 1000.0,
+                                             cfg.static_cache, cfg.cuda_graphs):
                 log.warning("hf backends for %s share one batcher; using the first entry's "
-                            "max_batch_size/batch_wait_ms/static_cache", cfg.model)
+                            "max_batch_size/batch_wait_ms/static_cache/cuda_graphs", cfg.model)
             return backend
         backend = HFBackend(cfg.model, device=device, dtype=dtype,
                             max_batch_size=cfg.max_batch_size, batch_wait_ms=cfg.batch_wait_ms,

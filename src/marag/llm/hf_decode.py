@@ -436,6 +436,7 @@ class BatchDecoder:
         """Choose every row's next token from ``batch.logits``; deliver and drop finished rows."""
         t0 = time.perf_counter()
         tokens, lps = _choose(batch.rows, batch.logits)
+        self.steps += 1
         keep = self._take(batch.rows, tokens, lps, deliver)
         if len(keep) < len(batch.rows):
             batch.select(keep)
@@ -446,7 +447,6 @@ class BatchDecoder:
               deliver: Callable[[Row, DecodeResult], None]) -> list[int]:
         """Give every row its chosen token; deliver finished rows and drop abandoned ones.
         Returns the indices of the rows that go on."""
-        self.steps += 1
         keep = []
         for i, r in enumerate(rows):
             finished = self._finish(r, tokens[i], lps[i])
@@ -471,11 +471,13 @@ class BatchDecoder:
         from marag.llm.hf_static import SlotStep
 
         step = self.slot_step
-        if step is None or step.slots < max_rows:
-            if self._seated:  # never resize under running rows: decode the rest as they are
+        autocast = self.bf16_autocast and self.model.device.type == "cpu"
+        if step is None or step.slots < max_rows or step.cpu_autocast != autocast:
+            if self._seated:  # never rebuild under running rows: decode the rest as they are
                 return fresh
+            # the cache's dtypes follow the autocast setting, so a change builds new slots
             step = self.slot_step = SlotStep(self.model, max_rows, self.static_len,
-                                             graphs=self.cuda_graphs)
+                                             graphs=self.cuda_graphs, cpu_autocast=autocast)
         free = [s for s in range(step.slots) if s not in self._seated]
         stay = []
         for i, r in enumerate(fresh.rows):
@@ -493,13 +495,14 @@ class BatchDecoder:
             fresh.next_tokens = [fresh.next_tokens[i] for i in stay]
         return fresh
 
-    def _step_slots(self, deliver: Callable[[Row, DecodeResult], None]) -> None:
-        """One decoding step of every seated row (one graph replay on CUDA)."""
+    def _step_slots(self, deliver: Callable[[Row, DecodeResult], None],
+                    count: bool = True) -> None:
+        """One decoding step of every seated row (one graph replay on CUDA); ``count``: it is
+        the loop's only step (else the growing batch's step counts it)."""
         step = self.slot_step
         slots = sorted(self._seated)
         rows = [self._seated[s] for s in slots]
         t0 = time.perf_counter()
-        step.cpu_autocast = self.bf16_autocast
         logits = step.step()
         index = torch.tensor(slots, dtype=torch.long, device=logits.device)
         picked = logits.index_select(0, index)
@@ -508,6 +511,7 @@ class BatchDecoder:
         self.stats.step_rows += len(rows)
         t0 = time.perf_counter()
         tokens, lps = _choose(rows, picked)
+        self.steps += count
         keep = set(self._take(rows, tokens, lps, deliver))
         for i, slot in enumerate(slots):
             if i in keep:
@@ -547,10 +551,9 @@ class BatchDecoder:
         except BaseException:
             # the seated rows belong to this run's callers, who get its error: free their
             # slots, so that the next run does not decode them again
-            with torch.inference_mode():  # the slots' buffers are inference tensors
-                for slot in list(self._seated):
-                    del self._seated[slot]
-                    self.slot_step.free(slot)
+            if self._seated:  # a fresh set of slots next time (the old ones may be broken too)
+                self._seated.clear()
+                self.slot_step = None
             raise
 
     def _run(self, admit: Callable[[int], list[Row]],
@@ -597,8 +600,8 @@ class BatchDecoder:
                     if new:
                         continue  # every new row finished on its first token; ask again
                     return
-                if self._seated:
-                    self._step_slots(deliver)
+                if self._seated:  # one token-choosing step for both, however many batches
+                    self._step_slots(deliver, count=running is None)
                 if running is not None:
                     self._step(running, deliver)
                     if not running.rows:

@@ -251,6 +251,8 @@ class HFBackend:
         self.weights_version += 1
         if self._decoder.prefix_cache is not None:
             self._decoder.prefix_cache.clear()
+        # a captured decode step sees in-place weight updates as they are; it is captured
+        # again anyway (about three forward passes), in case a caller replaced modules
         self._decoder.drop_graphs()
         return self.weights_version
 

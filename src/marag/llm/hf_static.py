@@ -1,7 +1,8 @@
 """Fixed-slot decoding for the local decoder: a KV cache allocated once, and on CUDA the
 decode step replayed as a captured CUDA graph.
 
-Why: on a GPU a 0.5B model's decode step is launch-bound (hundreds of small kernels a step,
+Why: on a GPU a 0.5B model's decode step is launch-bound (hundreds of small kernels a step:
+the whole growing-cache step took 54 ms at 16 rows on an H100, transformers' forward alone
 ~20 ms whatever the batch, BENCHMARKS.md), and the growing cache of ``hf_decode`` changes
 every tensor's shape each step, so nothing can be captured. Here every shape is fixed:
 
@@ -48,6 +49,10 @@ def static_supported(model: Any) -> str | None:
         return f"its layers are not all full attention ({sorted(set(types))})"
     if getattr(cfg, "sliding_window", None) and getattr(cfg, "use_sliding_window", False):
         return "it uses a sliding window"
+    if getattr(cfg, "alibi", False) or getattr(cfg, "model_type", "") == "bloom":
+        return "it builds ALiBi biases from a 2-D attention mask"
+    if getattr(cfg, "kv_lora_rank", None):
+        return "its attention caches compressed keys and values (multi-head latent attention)"
     return None
 
 
@@ -62,16 +67,12 @@ class SlotCache:
 
     def __init__(self, model: Any, slots: int, length: int) -> None:
         cfg = _text_config(model)
-        layers = int(cfg.num_hidden_layers)
-        heads = int(cfg.num_attention_heads)
-        kv_heads = int(getattr(cfg, "num_key_value_heads", None) or heads)
-        head_dim = int(getattr(cfg, "head_dim", None) or cfg.hidden_size // heads)
         param = next(model.parameters())
-        self.shape = (slots, kv_heads, length, head_dim)
-        self.layers = layers
-        # allocated at the first ``place``, in the dtypes the model's keys and values come in
-        # (under a CPU's bf16 autocast keys leave the rotary embedding in float32, values in
-        # bfloat16)
+        self.slots = slots
+        self.layers = int(cfg.num_hidden_layers)
+        # allocated at the first ``place``, in the shapes and dtypes the model's keys and
+        # values come in (under a CPU's bf16 autocast keys leave the rotary embedding in
+        # float32, values in bfloat16; some models' keys and values differ in width)
         self.keys: list[torch.Tensor] = []
         self.values: list[torch.Tensor] = []
         self.write = torch.zeros(slots, dtype=torch.long, device=param.device)
@@ -98,8 +99,10 @@ class SlotCache:
         n = len(columns)
         if not self.keys:
             k0, v0 = layer_keys[0], layer_values[0]
-            self.keys = [k0.new_zeros(self.shape) for _ in range(self.layers)]
-            self.values = [v0.new_zeros(self.shape) for _ in range(self.layers)]
+            self.keys = [k0.new_zeros((self.slots, k0.shape[0], self.length, k0.shape[-1]))
+                         for _ in range(self.layers)]
+            self.values = [v0.new_zeros((self.slots, v0.shape[0], self.length, v0.shape[-1]))
+                           for _ in range(self.layers)]
         for layer, (k, v) in enumerate(zip(layer_keys, layer_values)):
             cols = columns.to(k.device)
             self.keys[layer][slot, :, :n] = k[:, cols]
@@ -110,7 +113,8 @@ class SlotStep:
     """One decode step over every slot, in fixed buffers; captured as a CUDA graph on CUDA
     when ``graphs`` (see the module docstring)."""
 
-    def __init__(self, model: Any, slots: int, length: int, *, graphs: bool = True) -> None:
+    def __init__(self, model: Any, slots: int, length: int, *, graphs: bool = True,
+                 cpu_autocast: bool = False) -> None:
         self.model = model
         self.slots = slots
         self.length = length
@@ -134,14 +138,20 @@ class SlotStep:
         # host mirrors of the next step's inputs (one copy each to the device a step)
         self.next_ids = torch.zeros(slots, dtype=torch.long)
         self.next_pos = torch.zeros(slots, dtype=torch.long)
-        # bf16 autocast on a CPU (a trainer's model keeps its frozen linears in bf16 there);
-        # set by the decoder before each step, as its growing-cache forward does
-        self.cpu_autocast = False
+        # bf16 autocast on a CPU (a trainer's model keeps its frozen linears in bf16 there),
+        # as the growing-cache forward; fixed for this step's life (the cache's dtypes follow
+        # it), so the decoder builds a new one when the setting changes
+        self.cpu_autocast = cpu_autocast
 
     def place(self, slot: int, layer_keys: list[torch.Tensor], layer_values: list[torch.Tensor],
               columns: torch.Tensor, token: int) -> None:
         """Seat a prefilled row in ``slot``; its next step feeds ``token`` at position n."""
         n = len(columns)
+        if self.mask.dtype != layer_keys[0].dtype and self.graph is None:
+            # attention wants its mask in the queries' dtype, which the keys share
+            self.neg = torch.finfo(layer_keys[0].dtype).min
+            self.mask = self.mask.to(layer_keys[0].dtype).clamp_(min=self.neg)
+            self._zero = self._zero.to(layer_keys[0].dtype)
         self.cache.place(slot, layer_keys, layer_values, columns)
         self.mask[slot].fill_(self.neg)
         self.mask[slot, :, :, :n] = 0
@@ -165,15 +175,18 @@ class SlotStep:
 
     def _capture(self) -> None:
         # warm-up on a side stream (as torch.cuda.graphs requires), then capture; each run
-        # recomputes the same step from the same inputs, so repeating it changes nothing
-        side = torch.cuda.Stream()
-        side.wait_stream(torch.cuda.current_stream())
+        # recomputes the same step from the same inputs, so repeating it changes nothing.
+        # On the model's device (the calling thread's current device may be another), and
+        # thread-local, so other threads using CUDA meanwhile (a dense retriever, another
+        # backend) neither break the capture nor are broken by it.
+        side = torch.cuda.Stream(device=self.device)
+        side.wait_stream(torch.cuda.current_stream(self.device))
         with torch.cuda.stream(side):
             for _ in range(2):
                 self._compute()
-        torch.cuda.current_stream().wait_stream(side)
+        torch.cuda.current_stream(self.device).wait_stream(side)
         graph = torch.cuda.CUDAGraph()
-        with torch.cuda.graph(graph):
+        with torch.cuda.graph(graph, capture_error_mode="thread_local"):
             self._compute()
         self.graph = graph
         self.captures += 1
@@ -185,21 +198,24 @@ class SlotStep:
         self.cache.write.copy_(self.next_pos, non_blocking=True)
         if not self.use_graph:
             self._compute()
-        else:
+            return self.logits
+        with torch.cuda.device(self.device):
             if self.graph is None:
                 try:
                     self._capture()
                 except RuntimeError as e:  # a model whose step cannot be captured
                     self.graph_error = f"{type(e).__name__}: {e}"
-                    self.use_graph = False
+                    self.use_graph = False  # for this step's life; not retried every step
                     log.warning("the decode step could not be captured as a CUDA graph; "
                                 "decoding eagerly in the fixed slots: %s", self.graph_error)
-                    torch.cuda.synchronize()
+                    torch.cuda.synchronize(self.device)
                     self._compute()
                     return self.logits
             self.graph.replay()
         return self.logits
 
     def drop_graph(self) -> None:
-        """Forget the captured step (the model's modules or parameters were replaced)."""
+        """Forget the captured step, to capture it again at the next step: needed only when
+        the model's modules or parameter tensors were replaced (in-place updates, as an
+        optimizer step or ``load_state_dict`` make, are seen by the graph as they are)."""
         self.graph = None
