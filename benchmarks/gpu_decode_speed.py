@@ -21,9 +21,9 @@ import json
 import random
 import time
 
-QWEN_7B = dict(hidden_size=3584, intermediate_size=18944, num_hidden_layers=28,
-               num_attention_heads=28, num_key_value_heads=4, max_window_layers=28,
-               vocab_size=152064, tie_word_embeddings=False)
+QWEN_7B = {"hidden_size": 3584, "intermediate_size": 18944, "num_hidden_layers": 28,
+           "num_attention_heads": 28, "num_key_value_heads": 4, "max_window_layers": 28,
+           "vocab_size": 152064, "tie_word_embeddings": False}
 
 
 def build(shape: str, size: str, layers: int | None, device: str, dtype: str):

@@ -69,7 +69,7 @@ class SlotCache:
         cfg = _text_config(model)
         param = next(model.parameters())
         self.slots = slots
-        self.layers = int(cfg.num_hidden_layers)
+        self.layers = int(cfg.num_hidden_layers)  # the prefill's cache decides the count
         # allocated at the first ``place``, in the shapes and dtypes the model's keys and
         # values come in (under a CPU's bf16 autocast keys leave the rotary embedding in
         # float32, values in bfloat16; some models' keys and values differ in width)
@@ -100,9 +100,9 @@ class SlotCache:
         if not self.keys:
             k0, v0 = layer_keys[0], layer_values[0]
             self.keys = [k0.new_zeros((self.slots, k0.shape[0], self.length, k0.shape[-1]))
-                         for _ in range(self.layers)]
+                         for _ in layer_keys]
             self.values = [v0.new_zeros((self.slots, v0.shape[0], self.length, v0.shape[-1]))
-                           for _ in range(self.layers)]
+                           for _ in layer_values]
         for layer, (k, v) in enumerate(zip(layer_keys, layer_values)):
             cols = columns.to(k.device)
             self.keys[layer][slot, :, :n] = k[:, cols]
