@@ -63,15 +63,11 @@ class SlotCache:
     value at each slot's ``write`` column and returns the whole layer.
     """
 
-    is_compileable = True
-
     def __init__(self, model: Any, slots: int, length: int) -> None:
-        cfg = _text_config(model)
         param = next(model.parameters())
         self.slots = slots
-        self.layers = int(cfg.num_hidden_layers)  # the prefill's cache decides the count
-        # allocated at the first ``place``, in the shapes and dtypes the model's keys and
-        # values come in (under a CPU's bf16 autocast keys leave the rotary embedding in
+        # allocated at the first ``place``, one per layer of the prefill's cache, in the
+        # shapes and dtypes the model's keys and values come in (under a CPU's bf16 autocast keys leave the rotary embedding in
         # float32, values in bfloat16; some models' keys and values differ in width)
         self.keys: list[torch.Tensor] = []
         self.values: list[torch.Tensor] = []
