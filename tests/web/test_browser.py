@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import os
 import shutil
+import time
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
@@ -54,6 +55,20 @@ def _wait(driver: Any, cond: Any, timeout: float = 15) -> Any:
     # the live tree is redrawn on every event, so an element found a moment ago may be gone
     return WebDriverWait(driver, timeout, poll_frequency=0.02,
                          ignored_exceptions=[StaleElementReferenceException]).until(cond)
+
+
+def _click(driver: Any, css: str) -> None:
+    # opening a trace scrolls the page smoothly; a click sent while it still moves lands on
+    # whatever is under the element's old position, so wait for the page to stand still first
+    last = None
+    deadline = time.monotonic() + 15
+    while time.monotonic() < deadline:
+        y = driver.execute_script("return window.scrollY")
+        if y == last:
+            break
+        last = y
+        time.sleep(0.15)
+    driver.find_element(By.CSS_SELECTOR, css).click()
 
 
 def _text(driver: Any, css: str) -> str:
@@ -110,18 +125,18 @@ def test_ask_and_browse_runs(browser, index_dir, runs_dir, live_server):
         _wait(d, lambda d: "A: London" in _text(d, "#run-traces .final-answer"))
         assert "Who directed Inception?" in _text(d, "#run-traces .node-head")
         Select(d.find_element(By.ID, "run-compare")).select_by_value("vanilla-team")
-        d.find_element(By.CSS_SELECTOR, '#run-questions [data-id="q1"]').click()
+        _click(d, '#run-questions [data-id="q1"]')
         _wait(d, lambda d: len(d.find_elements(By.CSS_SELECTOR, "#run-traces .final-answer")) == 2)
         titles = [e.text for e in d.find_elements(By.CSS_SELECTOR, "#run-traces .trace-title")]
         assert titles == ["jade-team · q1", "vanilla-team · q1"]
         # filters
-        d.find_element(By.CSS_SELECTOR, '[data-run="vanilla-team"]').click()
+        _click(d, '[data-run="vanilla-team"]')
         _wait(d, lambda d: "vanilla-team" in d.find_element(By.ID, "run-title").text)
         Select(d.find_element(By.ID, "run-filter")).select_by_value("failed")
         _wait(d, lambda d: [e.get_attribute("data-id") for e in
                             d.find_elements(By.CSS_SELECTOR, "#run-questions .question-row")]
               == ["q4"])
-        d.find_element(By.CSS_SELECTOR, '#run-questions [data-id="q4"]').click()
+        _click(d, '#run-questions [data-id="q4"]')
         _wait(d, lambda d: "error: LLMError" in _text(d, "#run-traces .failed"))
         assert _text(d, "#error") == ""
 
