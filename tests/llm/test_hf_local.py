@@ -114,6 +114,26 @@ async def test_allowed_text_restricts_tokens(backend, tiny):
     assert e.token_ids == [tok.eos_token_id] and e.text == "" and e.finish_reason == "stop"
 
 
+async def test_min_tokens_keeps_end_of_text_and_stop_strings_away_at_first(backend, tiny):
+    _, tok = tiny
+    zero = tok("0", add_special_tokens=False)["input_ids"]
+    allowed = ("<|im_end|>", "0")
+    # only end of text or "0": the first three tokens cannot end the reply
+    [c] = await backend.generate([CONVS[3]], SamplingParams(max_tokens=6, allowed_text=allowed,
+                                                             min_tokens=3))
+    assert c.token_ids[:3] == zero * 3 and len(c.token_ids) >= 3
+    assert c.logprobs[:3] == pytest.approx([0.0] * 3, abs=1e-6)  # renormalised without EOS
+    # a stop string written within the first min_tokens tokens does not end the reply
+    [full] = await backend.generate([CONVS[0]], SamplingParams(max_tokens=20))
+    head = tok.decode(full.token_ids[:1], skip_special_tokens=True)
+    assert head and head not in full.text[len(head):]
+    [cut] = await backend.generate([CONVS[0]], SamplingParams(max_tokens=20, stop=(head,)))
+    assert cut.text == "" and cut.finish_reason == "stop"
+    [kept] = await backend.generate([CONVS[0]], SamplingParams(max_tokens=20, stop=(head,),
+                                                                min_tokens=1))
+    assert kept.token_ids == full.token_ids and kept.text == full.text
+
+
 async def test_bad_requests_fail_clearly(backend):
     with pytest.raises(LLMError, match="prompt has .* tokens"):
         await backend.generate([[{"role": "user", "content": "word " * 600}]], SamplingParams())

@@ -216,3 +216,24 @@ async def test_malformed_success_response_is_an_error(serve_app):
         with pytest.raises(LLMError, match="no choices"):
             await client.generate(CONVS[:1], SamplingParams())
         await client.aclose()
+
+
+async def test_min_tokens_travels_to_the_server(tiny_server):
+    url, served = tiny_server
+    client = OpenAIBackend(url + "/v1", "tiny", token_ids=True)
+    p = SamplingParams(max_tokens=12, logprobs=True)
+    assert "min_tokens" not in client.body(CONVS[0], p)
+    assert client.body(CONVS[0], p.replace(min_tokens=2))["min_tokens"] == 2
+    [full] = await client.generate(CONVS[:1], p)
+    # the text of the first k tokens, a whole string found nowhere after them
+    for k in range(1, 6):
+        head = served.tokenizer.decode(full.token_ids[:k], skip_special_tokens=True)
+        if head and "\ufffd" not in head and head not in full.text[len(head):]:
+            break
+    assert full.text.startswith(head) and head not in full.text[len(head):]
+    [cut] = await client.generate(CONVS[:1], p.replace(stop=(head,)))
+    assert cut.text == ""
+    # the server does not let a stop string within the first k tokens end the reply
+    [kept] = await client.generate(CONVS[:1], p.replace(stop=(head,), min_tokens=k))
+    assert kept.token_ids == full.token_ids and kept.text == full.text
+    await client.aclose()

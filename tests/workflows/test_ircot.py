@@ -60,6 +60,9 @@ async def test_each_sentence_retrieves_then_the_reader_answers(hotpot_retriever)
     assert first.messages[-1]["content"].endswith("Q: " + Q.question)
     assert second.messages[-1] == {"role": "assistant", "content": S1}
     assert third.messages[-1] == {"role": "assistant", "content": S1 + " " + S2}
+    # a continued chain may not end its turn before its first token; a fresh one may
+    assert [(s.sampling or {}).get("min_tokens") for s in (first, second, third, reader)] == [
+        None, 1, 1, None]
     seen = len(set(_calls(trace, "R")[0].doc_ids) | set(_calls(trace, "R")[1].doc_ids))
     assert second.messages[-2]["content"].count("Wikipedia Title: ") == seen
     # the reader: every collected paragraph, a chain of its own, the answer from its line

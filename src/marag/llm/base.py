@@ -32,6 +32,9 @@ class SamplingParams:
     max_tokens: int = 128
     stop: tuple[str, ...] = ()
     seed: int | None = None
+    # end of text and the stop strings do not end a reply before this many tokens (vLLM's
+    # ``min_tokens``): a continued open turn that the model would otherwise close at once
+    min_tokens: int = 0
     logprobs: bool = False  # ask for per-token logprobs and token ids (training needs them)
     # Restrict decoding to these strings' tokens (MMOA-RAG's id-only selector); local backends.
     allowed_text: tuple[str, ...] = field(default=())

@@ -23,7 +23,7 @@ from __future__ import annotations
 import random
 import time
 from collections import OrderedDict
-from collections.abc import Callable
+from collections.abc import Callable, Iterable
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -151,17 +151,24 @@ def _sample(probs: torch.Tensor, noise: torch.Tensor) -> torch.Tensor:
     return torch.argmax(probs / noise, dim=-1)
 
 
-def _choose(rows: list[Row], logits: torch.Tensor) -> tuple[list[int], list[float]]:
+def _choose(rows: list[Row], logits: torch.Tensor,
+            eos_ids: Iterable[int] = ()) -> tuple[list[int], list[float]]:
     """Pick the next token for every row of ``logits`` [rows, vocab] (fp32).
+
+    A row with fewer than ``params.min_tokens`` tokens cannot choose ``eos_ids`` (its
+    logprobs are renormalised without them, as with ``allowed``).
 
     Runs on the logits' device (on a GPU the 49k-wide softmax and noise of 64 rows would cost
     more on the host than the forward pass). A sampled row draws its noise from its own
     generator, so its choice does not depend on the other rows of the batch.
     """
     device = logits.device
+    banned = sorted(set(eos_ids))
     for i, r in enumerate(rows):
         if r.allowed is not None:
             logits[i].masked_fill_(~r.allowed.to(device), float("-inf"))
+        if banned and len(r.token_ids) < r.params.min_tokens:
+            logits[i, banned] = float("-inf")
     temps = torch.tensor([r.params.temperature if r.params.temperature > 0 else 1.0
                           for r in rows], dtype=logits.dtype, device=device)
     logp = torch.log_softmax(logits / temps[:, None], dim=-1)
@@ -339,9 +346,12 @@ class BatchDecoder:
         p = row.params
         if token in self.eos_ids:
             row.finish_reason = "stop"
-        elif p.stop:
+        elif p.stop and len(row.token_ids) >= p.min_tokens:
             text = self.tokenizer.decode(row.token_ids, skip_special_tokens=True)
-            cuts = [text.find(s) for s in p.stop if s and s in text]
+            # as vLLM: a stop string written within the first min_tokens tokens does not count
+            start = (len(self.tokenizer.decode(row.token_ids[:p.min_tokens],
+                                               skip_special_tokens=True)) if p.min_tokens else 0)
+            cuts = [text.find(s, start) for s in p.stop if s and s in text[start:]]
             if cuts:
                 row.text = text[: min(cuts)]
                 row.finish_reason = "stop"
@@ -435,7 +445,7 @@ class BatchDecoder:
     def _advance(self, batch: _Batch, deliver: Callable[[Row, DecodeResult], None]) -> None:
         """Choose every row's next token from ``batch.logits``; deliver and drop finished rows."""
         t0 = time.perf_counter()
-        tokens, lps = _choose(batch.rows, batch.logits)
+        tokens, lps = _choose(batch.rows, batch.logits, self.eos_ids)
         self.steps += 1
         keep = self._take(batch.rows, tokens, lps, deliver)
         if len(keep) < len(batch.rows):
@@ -510,7 +520,7 @@ class BatchDecoder:
         self.stats.steps += 1
         self.stats.step_rows += len(rows)
         t0 = time.perf_counter()
-        tokens, lps = _choose(rows, picked)
+        tokens, lps = _choose(rows, picked, self.eos_ids)
         self.steps += count
         keep = set(self._take(rows, tokens, lps, deliver))
         for i, slot in enumerate(slots):

@@ -72,6 +72,9 @@ class LlamaCppBackend:
     async def generate(self, batch: list[Messages], params: SamplingParams) -> list[Completion]:
         if params.allowed_text:
             self._warn_once("allowed", "llamacpp backend ignores allowed_text")
+        if params.min_tokens:
+            self._warn_once("min_tokens", "llamacpp backend ignores min_tokens; a reply may "
+                                          "end at once")
         if params.logprobs and not self.with_logprobs:
             self._warn_once("logprobs", "llamacpp backend was built without logprobs; "
                                         "completions carry none")

@@ -110,6 +110,8 @@ class OpenAIBackend:
             body["stop"] = list(params.stop)
         if params.seed is not None:
             body["seed"] = params.seed
+        if params.min_tokens:
+            body["min_tokens"] = params.min_tokens  # vLLM's, SGLang's and serve-llm's extension
         if params.logprobs or self.top_logprobs:
             body["logprobs"] = True
             if self.top_logprobs:

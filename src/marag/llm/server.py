@@ -34,7 +34,8 @@ from typing import TYPE_CHECKING, Annotated, Any
 from fastapi import FastAPI, Request
 from fastapi.exceptions import RequestValidationError
 from fastapi.responses import JSONResponse, PlainTextResponse, StreamingResponse
-from pydantic import AfterValidator, BaseModel, BeforeValidator, ConfigDict, Field
+from pydantic import (AfterValidator, BaseModel, BeforeValidator, ConfigDict, Field,
+                      NonNegativeInt)
 from starlette.exceptions import HTTPException as StarletteHTTPException
 
 from marag.http.docs import SSE_EVENT, Responses, errors
@@ -162,6 +163,10 @@ class _Common(BaseModel):
     return_tokens_as_token_ids: bool = False
     # vLLM's extension: the prompt's and the completion's token ids in the response
     return_token_ids: bool = False
+    # vLLM's extension: end of text and stop strings do not end the reply before this many
+    min_tokens: NonNegativeInt = Field(0, description="vLLM's extension: end of text and stop "
+                                       "strings do not end the reply before this many tokens "
+                                       "(at most max_tokens: a larger value means max_tokens).")
 
 
 class ChatRequest(_Common):
@@ -500,7 +505,8 @@ def create_app(backend: HFBackend, served_names: list[str] | None = None, *,
         return SamplingParams(
             temperature=1.0 if req.temperature is None else req.temperature,
             top_p=1.0 if req.top_p is None else req.top_p,
-            max_tokens=max_tokens, stop=stops(req), seed=req.seed, logprobs=logprobs)
+            max_tokens=max_tokens, stop=stops(req), seed=req.seed, logprobs=logprobs,
+            min_tokens=min(req.min_tokens, max_tokens))
 
     def token_text(token_id: int, as_ids: bool) -> str:
         return f"token_id:{token_id}" if as_ids else tokenizer.decode([token_id])
@@ -710,7 +716,7 @@ def create_app(backend: HFBackend, served_names: list[str] | None = None, *,
             lp_of = ((lambda steps, offset: completion_logprobs(steps, as_ids, offset))
                      if want_lp else None)
             include = bool(req.stream_options and req.stream_options.include_usage)
-            stop = engine.sampling(sampling(req, 1, want_lp)).stop
+            stop = engine.sampling(sampling(req, n_tokens, want_lp)).stop
             return EventStream(stream_events(runs[0], stop, head, choice, lp_of, include))
         try:
             results = await unless_disconnected(

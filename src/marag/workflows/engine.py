@@ -368,6 +368,8 @@ def _sampling_record(params: SamplingParams) -> dict[str, Any]:
                            "seed": params.seed}
     if params.allowed_text:
         rec["allowed_text"] = list(params.allowed_text)
+    if params.min_tokens:
+        rec["min_tokens"] = params.min_tokens
     return rec
 
 

@@ -76,8 +76,11 @@ async def ircot(run: Run) -> None:
     answer: str | None = None
     for step_no in range(1, cfg.ircot_steps + 1):
         run.round = step_no
+        # a continued chain: the model may not close its turn before writing a token (a chat
+        # model ends the turn after a full stop far more often than it starts a new sentence)
         p, _ = await run.call(NAME, root.id, turn=step_no, question=question, docs=held,
-                              thoughts=thoughts)
+                              thoughts=thoughts,
+                              sampling={"min_tokens": 1} if thoughts else None)
         if not p.valid:
             run.note(f"ircot: step {step_no} wrote no usable sentence ({p.reason}); the chain "
                      "ends there")
