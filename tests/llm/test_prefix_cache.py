@@ -147,3 +147,29 @@ async def test_weights_update_drops_stale_prefix_kv(tiny):
     finally:
         with torch.no_grad():
             head.weight.copy_(saved)
+
+
+async def test_a_grown_prompt_reuses_the_prefix_it_shares_with_an_entry(tiny):
+    # IRCoT's shape: the paragraphs grow by appending, the chain so far is the last turn
+    on, off = _pair(tiny)
+    paras = ["Wikipedia Title: Paris\nParis is the capital of France and its largest city.",
+             "Wikipedia Title: Seine\nThe Seine flows through Paris to the English Channel.",
+             "Wikipedia Title: Louvre\nThe Louvre is the most visited museum in the world."]
+    convs = [[{"role": "system", "content": "Reason over the paragraphs, one sentence."},
+              {"role": "user", "content": "\n\n".join(paras[:k]) + "\n\nQ: Where is the Louvre?"},
+              {"role": "assistant", "content": "The Louvre is a museum."}] for k in (1, 2, 3)]
+    p = SamplingParams(max_tokens=12)
+    for c in convs:
+        _same((await on.generate([c], p))[0], (await off.generate([c], p))[0])
+    cache, stats = on._decoder.prefix_cache, on._decoder.stats
+    keys = [on.prefix_len(c, on.encode(c)) for c in convs]
+    assert cache.misses == 3 and cache.partial_hits == 2 and cache.hits == 0
+    # the first prefix whole, then only what each later one adds (its last paragraph, Q)
+    assert keys[0] < stats.prefix_tokens < sum(keys) - keys[0]
+    assert cache.reused_tokens == sum(keys) - stats.prefix_tokens
+    # an entry's leading part: no forward pass at all
+    head = tuple(on.encode(convs[2])[:20])
+    before = stats.prefix_tokens
+    n, kv = cache.longest(head)
+    assert n == 20 and kv[0][0].shape[2] == 20 and stats.prefix_tokens == before
+    assert cache.longest((-1,) * 20) == (0, None)

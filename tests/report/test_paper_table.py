@@ -135,3 +135,14 @@ def test_marag_table_runs_the_self_rag_row_on_a_served_checkpoint(demo, tmp_path
     # the row's own settings reached the server: probabilities asked for, tokens kept
     assert len(seen) == 2 * 3  # two datasets, one question each: a decision and 2 passages
     assert all(b["top_logprobs"] == 20 and b["skip_special_tokens"] is False for b in seen)
+
+
+def test_every_default_adapter_is_a_committed_one_for_its_model():
+    from marag.llm.trained import TRAINED
+
+    for model, kinds in pt.ADAPTERS.items():
+        for kind, name in kinds.items():
+            assert name in TRAINED and TRAINED[name].model == model, (model, kind, name)
+    sr1 = {p.row.label: p for p in pt.plan_rows(pt.load_paper("jade"), "qwen2.5-coder-0.5b")}
+    search_r1 = next(p for label, p in sr1.items() if label.startswith("Search-R1"))
+    assert (search_r1.method, search_r1.adapter) == ("search-r1", "qwen-search-r1")

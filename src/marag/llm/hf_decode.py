@@ -202,7 +202,10 @@ class PrefixCache:
 
     Least-recently-used entries are dropped beyond ``max_entries``, so memory stays bounded
     by ``max_entries`` x the longest prefix. ``hits``/``misses`` count lookups and
-    ``reused_tokens`` the prompt tokens whose prefill a hit saved.
+    ``reused_tokens`` the prompt tokens whose prefill a hit saved. A miss may still start
+    from the longest common prefix it shares with an entry (``longest``, counted in
+    ``partial_hits``): a role whose prompt grows by appending (IRCoT's paragraphs, a
+    continued trajectory) then computes only what is new.
     """
 
     def __init__(self, max_entries: int = 16) -> None:
@@ -211,6 +214,7 @@ class PrefixCache:
         self._entries = OrderedDict()
         self.hits = 0
         self.misses = 0
+        self.partial_hits = 0
         self.reused_tokens = 0
 
     def get(self, key: tuple[int, ...]) -> list[tuple[torch.Tensor, torch.Tensor]] | None:
@@ -220,6 +224,22 @@ class PrefixCache:
             self.hits += 1
             self.reused_tokens += len(key)
         return kv
+
+    def longest(self, key: tuple[int, ...], min_len: int = 16
+                ) -> tuple[int, list[tuple[torch.Tensor, torch.Tensor]] | None]:
+        """The longest run of leading tokens ``key`` shares with an entry (at least
+        ``min_len``) and that entry's KV cut to it; ``(0, None)`` when none is that long."""
+        best, best_key = 0, None
+        for k in self._entries:
+            n = _common_prefix(k, key)
+            if n > best:
+                best, best_key = n, k
+        if best_key is None or best < min_len:
+            return 0, None
+        self._entries.move_to_end(best_key)
+        self.partial_hits += 1
+        self.reused_tokens += best
+        return best, [(k[:, :, :best], v[:, :, :best]) for k, v in self._entries[best_key]]
 
     def put(self, key: tuple[int, ...], kv: list[tuple[torch.Tensor, torch.Tensor]]) -> None:
         self.misses += 1
@@ -234,6 +254,14 @@ class PrefixCache:
     def clear(self) -> None:
         """Drop every entry (the model's weights changed, so the cached KV is stale)."""
         self._entries.clear()
+
+
+def _common_prefix(a: tuple[int, ...], b: tuple[int, ...]) -> int:
+    n = min(len(a), len(b))
+    i = 0
+    while i < n and a[i] == b[i]:
+        i += 1
+    return i
 
 
 PAD_MULTIPLE = 32
@@ -388,19 +416,25 @@ class BatchDecoder:
         self.prefills += 1
 
     def _prefix_kv(self, r: Row) -> list[tuple[torch.Tensor, torch.Tensor]]:
-        """The KV of ``r``'s prefix: from the cache, or computed alone (no padding) and kept."""
+        """The KV of ``r``'s prefix: from the cache, or computed alone (no padding) and kept;
+        a computed one starts from the longest common prefix an entry has with it."""
         from transformers import DynamicCache
 
         assert self.prefix_cache is not None
         key = tuple(r.prompt_ids[: r.prefix_len])
         kv = self.prefix_cache.get(key)
         if kv is None:
-            ids = torch.tensor([key], dtype=torch.long)
+            start, base = self.prefix_cache.longest(key)
             cache = DynamicCache(config=self.model.config)
-            t0 = time.perf_counter()
-            self._forward(ids, torch.ones_like(ids), torch.arange(len(key))[None, :], cache)
-            self.stats.prefix_s += time.perf_counter() - t0
-            self.stats.prefix_tokens += len(key)
+            for layer_idx, (k, v) in enumerate(base or ()):
+                cache.update(k, v, layer_idx)
+            if start < len(key):
+                ids = torch.tensor([key[start:]], dtype=torch.long)
+                t0 = time.perf_counter()
+                self._forward(ids, torch.ones((1, len(key)), dtype=torch.long),
+                              torch.arange(start, len(key))[None, :], cache)
+                self.stats.prefix_s += time.perf_counter() - t0
+                self.stats.prefix_tokens += len(key) - start
             kv = [(layer.keys, layer.values) for layer in cache.layers]
             self.prefix_cache.put(key, kv)
         return kv
