@@ -122,7 +122,27 @@ async def test_min_tokens_keeps_end_of_text_and_stop_strings_away_at_first(backe
     [c] = await backend.generate([CONVS[3]], SamplingParams(max_tokens=6, allowed_text=allowed,
                                                              min_tokens=3))
     assert c.token_ids[:3] == zero * 3 and len(c.token_ids) >= 3
-    assert c.logprobs[:3] == pytest.approx([0.0] * 3, abs=1e-6)  # renormalised without EOS
+    # the reported logprobs are the model's own over the allowed tokens, end of text
+    # included (what a trainer recomputes; vLLM reports them so too)
+    model, _ = tiny
+    ids = torch.tensor([c.prompt_token_ids + c.token_ids])
+    with torch.no_grad():
+        logits = model(ids).logits[0, c.prompt_tokens - 1:-1].float()
+    keep = torch.full_like(logits, float("-inf"))
+    ok = zero + [tok.eos_token_id]
+    keep[:, ok] = logits[:, ok]
+    expected = torch.log_softmax(keep, -1)[torch.arange(len(c.token_ids)), torch.tensor(c.token_ids)]
+    assert c.logprobs == pytest.approx(expected.tolist(), abs=1e-4)
+    assert all(lp < 0 for lp in c.logprobs[:3])
+    [sampled] = await backend.generate([CONVS[3]], SamplingParams(
+        max_tokens=6, allowed_text=allowed, min_tokens=3, temperature=1.0, seed=3))
+    assert sampled.token_ids[:3] == zero * 3
+    # end of text is all it may write: it still ends, with a finite logprob
+    [e] = await backend.generate([CONVS[3]], SamplingParams(
+        max_tokens=6, allowed_text=("<|im_end|>",), min_tokens=2))
+    assert e.token_ids == [tok.eos_token_id] and e.logprobs == [0.0]
+    with pytest.raises(ValueError, match="min_tokens"):
+        SamplingParams(min_tokens=-1)
     # a stop string written within the first min_tokens tokens does not end the reply
     [full] = await backend.generate([CONVS[0]], SamplingParams(max_tokens=20))
     head = tok.decode(full.token_ids[:1], skip_special_tokens=True)

@@ -39,6 +39,10 @@ class SamplingParams:
     # Restrict decoding to these strings' tokens (MMOA-RAG's id-only selector); local backends.
     allowed_text: tuple[str, ...] = field(default=())
 
+    def __post_init__(self) -> None:
+        if self.min_tokens < 0:
+            raise ValueError(f"min_tokens must be >= 0, got {self.min_tokens}")
+
     def replace(self, **changes: object) -> SamplingParams:
         from dataclasses import replace
 

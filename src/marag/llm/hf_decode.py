@@ -151,32 +151,48 @@ def _sample(probs: torch.Tensor, noise: torch.Tensor) -> torch.Tensor:
     return torch.argmax(probs / noise, dim=-1)
 
 
+def _without_end(rows: list[Row], logp: torch.Tensor, eos_ids: list[int]) -> torch.Tensor:
+    """``logp`` with end of text taken out (and the rest renormalised) in the rows that have
+    fewer than ``min_tokens`` tokens; ``logp`` itself when no row needs it."""
+    ban = [i for i, r in enumerate(rows) if eos_ids and len(r.token_ids) < r.params.min_tokens]
+    if not ban:
+        return logp
+    draw = logp.clone()
+    for i in ban:
+        row = draw[i].clone()
+        row[eos_ids] = float("-inf")
+        if torch.isfinite(row).any():  # an allowed set of end of text alone still ends
+            draw[i] = torch.log_softmax(row, dim=-1)
+    return draw
+
+
 def _choose(rows: list[Row], logits: torch.Tensor,
             eos_ids: Iterable[int] = ()) -> tuple[list[int], list[float]]:
     """Pick the next token for every row of ``logits`` [rows, vocab] (fp32).
 
-    A row with fewer than ``params.min_tokens`` tokens cannot choose ``eos_ids`` (its
-    logprobs are renormalised without them, as with ``allowed``).
+    A row with fewer than ``params.min_tokens`` tokens draws without ``eos_ids`` (unless
+    they are all it may write); the logprobs it reports stay the model's own, with end of
+    text in the distribution (as vLLM reports them, and as a trainer recomputes them: no
+    logprob gap appears). ``allowed`` instead renormalises the logprobs, as the trainer
+    recomputes them under the same mask.
 
     Runs on the logits' device (on a GPU the 49k-wide softmax and noise of 64 rows would cost
     more on the host than the forward pass). A sampled row draws its noise from its own
     generator, so its choice does not depend on the other rows of the batch.
     """
     device = logits.device
-    banned = sorted(set(eos_ids))
     for i, r in enumerate(rows):
         if r.allowed is not None:
             logits[i].masked_fill_(~r.allowed.to(device), float("-inf"))
-        if banned and len(r.token_ids) < r.params.min_tokens:
-            logits[i, banned] = float("-inf")
     temps = torch.tensor([r.params.temperature if r.params.temperature > 0 else 1.0
                           for r in rows], dtype=logits.dtype, device=device)
     logp = torch.log_softmax(logits / temps[:, None], dim=-1)
-    chosen_ids = torch.argmax(logits, dim=-1)
+    draw = _without_end(rows, logp, sorted(set(eos_ids)))
+    chosen_ids = torch.argmax(draw, dim=-1)
     sampled = [i for i, r in enumerate(rows) if r.params.temperature > 0]
     if sampled:
         index = torch.tensor(sampled, dtype=torch.long, device=device)
-        probs = logp[index].exp()
+        probs = draw[index].exp()
         for j, i in enumerate(sampled):
             if rows[i].params.top_p < 1.0:
                 probs[j] = _top_p_filter(probs[j], rows[i].params.top_p)
@@ -379,7 +395,9 @@ class BatchDecoder:
             # as vLLM: a stop string written within the first min_tokens tokens does not count
             start = (len(self.tokenizer.decode(row.token_ids[:p.min_tokens],
                                                skip_special_tokens=True)) if p.min_tokens else 0)
-            cuts = [text.find(s, start) for s in p.stop if s and s in text[start:]]
+            # a stop string may begin inside the first tokens, as long as it ends after them
+            found = [text.find(s, max(0, start - len(s) + 1)) for s in p.stop if s]
+            cuts = [c for c in found if c >= 0]
             if cuts:
                 row.text = text[: min(cuts)]
                 row.finish_reason = "stop"
