@@ -12,7 +12,7 @@ import pytest
 
 from marag.llm.base import SamplingParams
 from marag.llm.hf_local import HFBackend
-from marag.llm.server import safe_text
+from marag.llm.server import TextStream, safe_text
 from marag.types import Completion
 
 ALIASES = ["tiny", "gpt-4o-mini"]
@@ -89,12 +89,53 @@ def test_stop_strings_never_leak_into_the_stream(served, sdk):
     assert "".join(c.choices[0].delta.content or "" for c in stream) == cut
 
 
+def test_a_stop_string_min_tokens_excuses_streams_as_it_comes(served, sdk, tiny):
+    _, tok = tiny
+    full = asyncio.run(direct(served[1], HI, max_tokens=40, temperature=0))
+    k = len(tok.decode(full.token_ids[:4], skip_special_tokens=True))
+    # a stop string that ends where the first 4 tokens' text ends and is not written again
+    head = next(full.text[k - j:k] for j in (2, 3, 4, 5, 6) if full.text[k - j:k].strip()
+                and full.text[k - j:k] not in full.text[k - j + 1:])
+    cut = sdk.chat.completions.create(model="tiny", messages=HI, max_tokens=40, temperature=0,
+                                      stop=[head])
+    assert len(cut.choices[0].message.content) < k  # without min_tokens it ends the reply
+    stream = sdk.chat.completions.create(model="tiny", messages=HI, max_tokens=40, temperature=0,
+                                         stop=[head], stream=True,
+                                         extra_body={"min_tokens": 4})
+    pieces = [c.choices[0].delta.content for c in stream if c.choices[0].delta.content]
+    assert "".join(pieces) == full.text
+    # the text past the excused stop string was sent as it came, not held back to the end
+    assert len("".join(pieces[:-1])) > k
+
+
 def test_safe_text_holds_back_what_may_still_change():
     assert safe_text("hello wor", ("world!",)) == "hello"  # a stop string may be starting
     assert safe_text("hello world! more", ("world!",)) == "hello"
     assert safe_text("caf\ufffd", ()) == "caf"  # half a UTF-8 character
     assert safe_text("a b ", ()) == "a b"  # a space a clean-up may still drop
     assert safe_text("a\ufffdb", ()) == "a\ufffdb"
+    # a stop string that ends within the first min_tokens tokens' text does not count
+    assert safe_text("abSTOPcd", ("STOP",), start=6) == "abSTOPcd"
+    assert safe_text("abSTOPcd", ("STOP",), start=5) == "ab"  # it ends after them: it counts
+
+
+class _Pieces:
+    """A tokenizer whose token i decodes to PIECES[i]."""
+    PIECES = ["ab", "STOP", "cd", "STOP", "ef"]
+
+    def decode(self, ids, skip_special_tokens=True):
+        return "".join(self.PIECES[i] for i in ids)
+
+
+def test_streamed_text_is_not_held_back_by_a_stop_string_min_tokens_excuses():
+    """The decoder ignores a stop string inside the first min_tokens tokens; the stream sends
+    that text as it comes, and stops sending at the first stop string that counts."""
+    stream = TextStream(_Pieces(), ("STOP",), min_tokens=2)
+    deltas = [stream.push(i) for i in range(4)]
+    assert deltas == ["ab", "STOP", "cd", ""]
+    assert stream.finish("abSTOPcd") == ""
+    plain = TextStream(_Pieces(), ("STOP",))
+    assert [plain.push(i) for i in range(3)] == ["ab", "", ""]
 
 
 def test_top_logprobs(served, sdk):

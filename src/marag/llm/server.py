@@ -295,16 +295,18 @@ def stops(req: _Common) -> tuple[str, ...]:
 # ----------------------------------------------------------------------------- streaming text
 
 
-def safe_text(text: str, stop: tuple[str, ...]) -> str:
+def safe_text(text: str, stop: tuple[str, ...], start: int = 0) -> str:
     """The part of a partial decode that the final text will certainly start with.
 
     Held back: everything from a stop string on, a tail that may begin a stop string, an
     unfinished UTF-8 character (decoded as U+FFFD) and trailing whitespace (a tokenizer's
-    clean-up may drop a space before punctuation once the next token arrives).
+    clean-up may drop a space before punctuation once the next token arrives). A stop string
+    that ends before ``start`` (the length of the first ``min_tokens`` tokens' text) does not
+    count, as in the decoder.
     """
     cut = len(text)
     for s in stop:
-        i = text.find(s) if s else -1
+        i = text.find(s, max(0, start - len(s) + 1)) if s else -1
         if i >= 0:
             cut = min(cut, i)
     text = text[:cut]
@@ -321,14 +323,20 @@ def safe_text(text: str, stop: tuple[str, ...]) -> str:
 class TextStream:
     """Turns a growing list of token ids into text deltas whose sum is the final text."""
 
-    def __init__(self, tokenizer: Any, stop: tuple[str, ...]) -> None:
-        self.tokenizer, self.stop = tokenizer, stop
+    def __init__(self, tokenizer: Any, stop: tuple[str, ...], min_tokens: int = 0) -> None:
+        self.tokenizer, self.stop, self.min_tokens = tokenizer, stop, min_tokens
         self.ids: list[int] = []
         self.sent = ""
 
     def push(self, token_id: int) -> str:
         self.ids.append(token_id)
-        text = safe_text(self.tokenizer.decode(self.ids, skip_special_tokens=True), self.stop)
+        text = self.tokenizer.decode(self.ids, skip_special_tokens=True)
+        # until min_tokens tokens have come, the text so far is a lower bound of where stop
+        # strings start to count: holding back more than needed is safe, less is not
+        start = (len(self.tokenizer.decode(self.ids[:self.min_tokens], skip_special_tokens=True))
+                 if self.min_tokens and len(self.ids) >= self.min_tokens
+                 else len(text) if self.min_tokens else 0)
+        text = safe_text(text, self.stop, start)
         if len(text) <= len(self.sent) or not text.startswith(self.sent):
             return ""
         delta, self.sent = text[len(self.sent):], text
@@ -548,7 +556,7 @@ def create_app(backend: HFBackend, served_names: list[str] | None = None, *,
             return ApiError(400, str(e), "prompt")
         return ApiError(500, str(e), kind="server_error")
 
-    def stream_events(events: AsyncIterator[TokenStep | Completion], stop: tuple[str, ...],
+    def stream_events(events: AsyncIterator[TokenStep | Completion], params: SamplingParams,
                       head: dict[str, Any], choice: Callable[..., dict[str, Any]],
                       lp_of: Callable[[list[TokenStep], int], Any] | None,
                       include_usage: bool) -> AsyncIterator[str]:
@@ -561,7 +569,7 @@ def create_app(backend: HFBackend, served_names: list[str] | None = None, *,
                     body["usage"] = None
                 return sse(body)
 
-            text = TextStream(tokenizer, stop)
+            text = TextStream(tokenizer, params.stop, params.min_tokens)
             pending: list[TokenStep] = []
             offset = 0
             try:
@@ -667,7 +675,7 @@ def create_app(backend: HFBackend, served_names: list[str] | None = None, *,
                      if want_lp else None)
             include = bool(req.stream_options and req.stream_options.include_usage)
             return EventStream(stream_events(events, engine.sampling(
-                sampling(req, n_tokens, want_lp)).stop,
+                sampling(req, n_tokens, want_lp)),
                 {**head, "object": "chat.completion.chunk"}, choice, lp_of, include))
         try:
             steps, c = await unless_disconnected(request, collect(events))
@@ -716,8 +724,8 @@ def create_app(backend: HFBackend, served_names: list[str] | None = None, *,
             lp_of = ((lambda steps, offset: completion_logprobs(steps, as_ids, offset))
                      if want_lp else None)
             include = bool(req.stream_options and req.stream_options.include_usage)
-            stop = engine.sampling(sampling(req, n_tokens, want_lp)).stop
-            return EventStream(stream_events(runs[0], stop, head, choice, lp_of, include))
+            params = engine.sampling(sampling(req, n_tokens, want_lp))
+            return EventStream(stream_events(runs[0], params, head, choice, lp_of, include))
         try:
             results = await unless_disconnected(
                 request, asyncio.gather(*(collect(r) for r in runs)))
