@@ -117,6 +117,9 @@ def test_safe_text_holds_back_what_may_still_change():
     # a stop string that ends within the first min_tokens tokens' text does not count
     assert safe_text("abSTOPcd", ("STOP",), start=6) == "abSTOPcd"
     assert safe_text("abSTOPcd", ("STOP",), start=5) == "ab"  # it ends after them: it counts
+    # a stop string may begin before what a later token may still change
+    assert safe_text("xP ", ("P.",)) == "x"  # " ." is cleaned up to "."
+    assert safe_text("ab\ufffd", ("bé",)) == "a"  # the \ufffd may become é
 
 
 class _Pieces:
@@ -134,6 +137,9 @@ def test_streamed_text_is_not_held_back_by_a_stop_string_min_tokens_excuses():
     deltas = [stream.push(i) for i in range(4)]
     assert deltas == ["ab", "STOP", "cd", ""]
     assert stream.finish("abSTOPcd") == ""
+    # before min_tokens tokens have come, a stop string already written is excused too
+    early = TextStream(_Pieces(), ("STOP",), min_tokens=3)
+    assert [early.push(i) for i in range(4)] == ["ab", "STOP", "cd", ""]
     plain = TextStream(_Pieces(), ("STOP",))
     assert [plain.push(i) for i in range(3)] == ["ab", "", ""]
 

@@ -301,15 +301,17 @@ def safe_text(text: str, stop: tuple[str, ...], start: int = 0) -> str:
     Held back: everything from a stop string on, a tail that may begin a stop string, an
     unfinished UTF-8 character (decoded as U+FFFD) and trailing whitespace (a tokenizer's
     clean-up may drop a space before punctuation once the next token arrives). A stop string
-    that ends before ``start`` (the length of the first ``min_tokens`` tokens' text) does not
-    count, as in the decoder.
+    that ends at or before ``start`` (the length of the first ``min_tokens`` tokens' text)
+    does not count, as in the decoder.
     """
     cut = len(text)
     for s in stop:
         i = text.find(s, max(0, start - len(s) + 1)) if s else -1
         if i >= 0:
             cut = min(cut, i)
-    text = text[:cut]
+    # what may still change goes first, so that a stop string's beginning just before it
+    # (``"xP "`` then ``"."`` cleaned up to ``"xP."``; ``"ab\ufffd"`` then ``"abé"``) is held
+    text = text[:cut].rstrip("\ufffd").rstrip()
     hold = 0
     for s in stop:
         for n in range(min(len(s) - 1, len(text)), hold, -1):
@@ -327,15 +329,19 @@ class TextStream:
         self.tokenizer, self.stop, self.min_tokens = tokenizer, stop, min_tokens
         self.ids: list[int] = []
         self.sent = ""
+        self.start: int | None = None  # the first min_tokens tokens' text length, once known
 
     def push(self, token_id: int) -> str:
         self.ids.append(token_id)
         text = self.tokenizer.decode(self.ids, skip_special_tokens=True)
-        # until min_tokens tokens have come, the text so far is a lower bound of where stop
-        # strings start to count: holding back more than needed is safe, less is not
-        start = (len(self.tokenizer.decode(self.ids[:self.min_tokens], skip_special_tokens=True))
-                 if self.min_tokens and len(self.ids) >= self.min_tokens
-                 else len(text) if self.min_tokens else 0)
+        start = 0
+        if self.stop and self.min_tokens:
+            if self.start is None and len(self.ids) >= self.min_tokens:
+                self.start = len(self.tokenizer.decode(self.ids[:self.min_tokens],
+                                                       skip_special_tokens=True))
+            # until min_tokens tokens have come, the text so far is a lower bound of where stop
+            # strings start to count: holding back more than needed is safe, less is not
+            start = self.start if self.start is not None else len(text)
         text = safe_text(text, self.stop, start)
         if len(text) <= len(self.sent) or not text.startswith(self.sent):
             return ""
