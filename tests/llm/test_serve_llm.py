@@ -124,7 +124,7 @@ def test_safe_text_holds_back_what_may_still_change():
 
 class _Pieces:
     """A tokenizer whose token i decodes to PIECES[i]."""
-    PIECES = ["ab", "STOP", "cd", "STOP", "ef"]
+    PIECES = ("ab", "STOP", "cd", "STOP", "ef")
 
     def decode(self, ids, skip_special_tokens=True):
         return "".join(self.PIECES[i] for i in ids)

@@ -49,6 +49,15 @@ class SamplingParams:
         return replace(self, **changes)  # type: ignore[arg-type]
 
 
+def first_stop(text: str, stop: tuple[str, ...], start: int = 0) -> int:
+    """Where the first stop string that counts begins in ``text``, or -1.
+
+    A stop string counts only if it ends after ``start`` (the length of the first
+    ``min_tokens`` tokens' text, vLLM's rule): it may begin inside those tokens."""
+    found = [text.find(s, max(0, start - len(s) + 1)) for s in stop if s]
+    return min((i for i in found if i >= 0), default=-1)
+
+
 @runtime_checkable
 class LLM(Protocol):
     """Every backend: ``hf``, ``openai``, ``llamacpp`` and the test-only ``scripted``."""

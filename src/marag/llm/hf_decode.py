@@ -29,7 +29,7 @@ from typing import Any
 
 import torch
 
-from marag.llm.base import PromptError, SamplingParams
+from marag.llm.base import PromptError, SamplingParams, first_stop
 from marag.llm.chat import eos_ids
 from marag.llm.cpu_linear import use_fast_linears
 
@@ -395,11 +395,9 @@ class BatchDecoder:
             # as vLLM: a stop string written within the first min_tokens tokens does not count
             start = (len(self.tokenizer.decode(row.token_ids[:p.min_tokens],
                                                skip_special_tokens=True)) if p.min_tokens else 0)
-            # a stop string may begin inside the first tokens, as long as it ends after them
-            found = [text.find(s, max(0, start - len(s) + 1)) for s in p.stop if s]
-            cuts = [c for c in found if c >= 0]
-            if cuts:
-                row.text = text[: min(cuts)]
+            cut = first_stop(text, p.stop, start)
+            if cut >= 0:
+                row.text = text[:cut]
                 row.finish_reason = "stop"
         if not row.finish_reason and len(row.token_ids) >= p.max_tokens:
             row.finish_reason = "length"

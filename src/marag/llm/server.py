@@ -39,7 +39,7 @@ from pydantic import (AfterValidator, BaseModel, BeforeValidator, ConfigDict, Fi
 from starlette.exceptions import HTTPException as StarletteHTTPException
 
 from marag.http.docs import SSE_EVENT, Responses, errors
-from marag.llm.base import LLMError, PromptError, SamplingParams
+from marag.llm.base import LLMError, PromptError, SamplingParams, first_stop
 from marag.llm.hf_local import TokenStep
 from marag.types import Completion
 
@@ -304,11 +304,8 @@ def safe_text(text: str, stop: tuple[str, ...], start: int = 0) -> str:
     that ends at or before ``start`` (the length of the first ``min_tokens`` tokens' text)
     does not count, as in the decoder.
     """
-    cut = len(text)
-    for s in stop:
-        i = text.find(s, max(0, start - len(s) + 1)) if s else -1
-        if i >= 0:
-            cut = min(cut, i)
+    cut = first_stop(text, stop, start)
+    cut = len(text) if cut < 0 else cut
     # what may still change goes first, so that a stop string's beginning just before it
     # (``"xP "`` then ``"."`` cleaned up to ``"xP."``; ``"ab\ufffd"`` then ``"abé"``) is held
     text = text[:cut].rstrip("\ufffd").rstrip()
