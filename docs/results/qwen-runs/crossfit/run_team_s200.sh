@@ -1,0 +1,63 @@
+#!/usr/bin/env bash
+# Issue 38, comparisons 1-3 on the reduced protocol (docs/results/qwen-runs/SPLITS.md,
+# addendum of 2026-11-28): `qwen-jade`'s recipe replayed on fold A (plan-label SFT, then 3
+# iterations of run 2c's PPO, the iteration-3 adapter kept), then three rows on the 200
+# questions of fold-b-s200: the trained team, `vanilla` with its adapters (the reader part)
+# and untrained `jade`. The `vanilla` row on the same 200 is comparison 5's
+# (docs/results/qwen-search-r1/heldout-foldb200/vanilla). Every stage resumes (marag
+# eval/sft/train do): run again after a kill. From the repository root, about 2 CPU hours:
+#   bash docs/results/qwen-runs/crossfit/run_team_s200.sh [stage ...]
+#   stages: labels sft ppo team reader untrained report
+set -euo pipefail
+M=${MARAG:-.venv/bin/marag}
+CFG=configs/qwen/jade-train.yaml  # Qwen2.5-Coder-0.5B, its prompt profile, BM25 top-5 pooled
+CF=runs/data/splits-cf
+OUT=${OUT:-runs/crossfit}
+VANILLA=${VANILLA:-docs/results/qwen-search-r1/heldout-foldb200/vanilla}
+stages=("$@"); [ ${#stages[@]} -eq 0 ] && stages=(labels sft ppo team reader untrained report)
+has() { local s; for s in "${stages[@]}"; do [ "$s" = "$1" ] && return 0; done; return 1; }
+
+[ -f $CF/fold-b.jsonl ] || .venv/bin/python benchmarks/make_crossfit_splits.py --out $CF
+[ -f $CF/fold-b-s200.jsonl ] || .venv/bin/python benchmarks/stratified_subsample.py \
+    $CF/fold-b.jsonl -n 200 --seed 38 --out $CF/fold-b-s200
+[ -f $CF/fold-a-s320.jsonl ] || .venv/bin/python benchmarks/stratified_subsample.py \
+    $CF/fold-a.jsonl -n 320 --seed 0 --out $CF/fold-a-s320
+mkdir -p $OUT
+SFT=$OUT/jade-sft-plans-a/policy
+PPO=$OUT/jade-ppo-a/checkpoints/iter-000003/policy
+
+if has labels; then  # each fold-A question answered by the two fixed plans
+  $M eval --config $CFG --method llm-only --dataset $CF/fold-a-s320.jsonl \
+      --out $OUT/plans-a/AG --no-progress
+  $M eval --config $CFG --method vanilla --dataset $CF/fold-a-s320.jsonl \
+      --out $OUT/plans-a/R-AG --no-progress
+fi
+if has sft; then  # `R, AG` listed first: a tie goes to the plan with documents
+  $M sft --config $CFG --method jade --set sft.min_f1=0.5 --set sft.epochs=2 \
+      --plans "R, AG=$OUT/plans-a/R-AG/traces.jsonl" "AG=$OUT/plans-a/AG/traces.jsonl" \
+      --out $OUT/jade-sft-plans-a --no-progress
+fi
+if has ppo; then  # run 2c's settings, fold A only, 3 iterations
+  $M train --config docs/results/qwen-runs/jade-2c/config.yaml \
+      --set "llms.default.adapter=[$SFT]" \
+      --set train.exclude_ids=$CF/train-a.exclude.ids --set train.eval_dataset=null \
+      --set train.iterations=3 --out $OUT/jade-ppo-a --no-progress
+fi
+if has team; then
+  $M eval --config $CFG --method jade --adapter $SFT --adapter $PPO \
+      --dataset $CF/fold-b-s200.jsonl --out $OUT/team-a-on-b200 --no-progress
+fi
+if has reader; then
+  $M eval --config $CFG --method vanilla --adapter $SFT --adapter $PPO \
+      --dataset $CF/fold-b-s200.jsonl --out $OUT/reader-a-on-b200 --no-progress
+fi
+if has untrained; then
+  $M eval --config $CFG --method jade --dataset $CF/fold-b-s200.jsonl \
+      --out $OUT/jade-untrained-on-b200 --no-progress
+fi
+if has report; then
+  B=.venv/bin/python; P=benchmarks/paired_bootstrap.py
+  $B $P $OUT/team-a-on-b200 $VANILLA           # comparison 1: team - vanilla
+  $B $P $OUT/reader-a-on-b200 $VANILLA         # comparison 2: reader - vanilla
+  $B $P $OUT/team-a-on-b200 $OUT/reader-a-on-b200  # comparison 3: team - reader
+fi
