@@ -1,19 +1,25 @@
 """Paired bootstrap of the F1 difference between two evaluation runs on the same questions.
 
-    python benchmarks/paired_bootstrap.py runs/eval/A runs/eval/B [--samples 10000]
+    python benchmarks/paired_bootstrap.py runs/eval/A runs/eval/B [--samples 10000] [--by-dataset]
     python benchmarks/paired_bootstrap.py runs/eval/X-on-b,runs/eval/X-on-a runs/eval/Y-all
+    python benchmarks/paired_bootstrap.py --holm 0.003 0.04 0.2     # Holm-adjusted p-values
 
 A side given as comma-separated run directories pools their questions (a cross-fitted row:
 the fold-A model's run on fold B with the fold-B model's run on fold A); a question may
 appear in only one of them.
 
 Prints mean F1 of each, the mean difference A - B and its 95% interval (percentile bootstrap
-over questions, seed 0), and how many questions each run scores higher on.
+over questions, seed 0), how many questions each run scores higher on, and the paired t
+statistic with its two-sided p-value from the normal reference (the test that
+docs/results/qwen-runs/SPLITS.md states; fine for n >= 100 or so). ``--by-dataset`` adds the
+same per dataset (descriptive). ``--holm`` takes the p-values of one family and prints
+Holm's step-down adjustment of each, in the order given.
 """
 
 from __future__ import annotations
 
 import argparse
+import math
 import random
 from pathlib import Path
 
@@ -28,14 +34,14 @@ def traces_file(run: Path) -> Path:
     raise SystemExit(f"{run}: no traces.jsonl or traces.jsonl.gz")
 
 
-def f1s(run: Path) -> dict[str, float]:
-    """Per-question F1 of one run directory, or of comma-separated ones pooled."""
-    out: dict[str, float] = {}
+def f1s(run: Path) -> dict[str, tuple[float, str]]:
+    """Per-question (F1, dataset) of one run directory, or of comma-separated ones pooled."""
+    out: dict[str, tuple[float, str]] = {}
     for part in str(run).split(","):
         for t in read_jsonl(traces_file(Path(part)), Trace):
             if t.id in out:
                 raise SystemExit(f"{part}: question {t.id} is in two of the pooled runs")
-            out[t.id] = float(t.metrics.get("f1", 0.0))
+            out[t.id] = (float(t.metrics.get("f1", 0.0)), t.dataset)
     return out
 
 
@@ -48,23 +54,76 @@ def paired_interval(diffs: list[float], samples: int = 10000,
             means[int(0.975 * samples) - 1])
 
 
+def paired_t(diffs: list[float]) -> tuple[float, float]:
+    """The paired t statistic mean / (sd / sqrt(n)) and its two-sided normal p-value."""
+    n = len(diffs)
+    if n < 2:
+        raise ValueError("a paired t statistic needs at least two differences")
+    mean = sum(diffs) / n
+    sd = math.sqrt(sum((d - mean) ** 2 for d in diffs) / (n - 1))
+    if sd == 0.0:
+        return (0.0, 1.0) if mean == 0.0 else (math.copysign(math.inf, mean), 0.0)
+    t = mean / (sd / math.sqrt(n))
+    return t, math.erfc(abs(t) / math.sqrt(2.0))
+
+
+def holm(pvalues: list[float]) -> list[float]:
+    """Holm's step-down adjusted p-values, in the order given (family-wise error control)."""
+    m = len(pvalues)
+    order = sorted(range(m), key=lambda i: pvalues[i])
+    adjusted = [0.0] * m
+    running = 0.0
+    for rank, i in enumerate(order):
+        running = max(running, min(1.0, (m - rank) * pvalues[i]))
+        adjusted[i] = running
+    return adjusted
+
+
+def _report(label: str, a: dict[str, float], b: dict[str, float], samples: int) -> None:
+    ids = sorted(a)
+    diffs = [a[i] - b[i] for i in ids]
+    mean, lo, hi = paired_interval(diffs, samples)
+    line = (f"{label}difference {mean:+.4f}, 95% interval [{lo:+.4f}, {hi:+.4f}]; higher on "
+            f"{sum(d > 0 for d in diffs)}, lower on {sum(d < 0 for d in diffs)}, "
+            f"tied on {sum(d == 0 for d in diffs)}")
+    if len(diffs) >= 2:
+        t, p = paired_t(diffs)
+        line += f"; paired t {t:.2f}, p {p:.2g}"
+    print(line)
+
+
 def main() -> None:
     ap = argparse.ArgumentParser()
-    ap.add_argument("a", type=Path)
-    ap.add_argument("b", type=Path)
+    ap.add_argument("a", nargs="?", type=Path)
+    ap.add_argument("b", nargs="?", type=Path)
     ap.add_argument("--samples", type=int, default=10000)
+    ap.add_argument("--by-dataset", action="store_true", help="also per dataset")
+    ap.add_argument("--holm", type=float, nargs="+", metavar="P",
+                    help="print Holm-adjusted p-values of these and exit")
     args = ap.parse_args()
+    if args.holm:
+        if any(not 0.0 <= p <= 1.0 for p in args.holm):
+            raise SystemExit("--holm takes p-values between 0 and 1")
+        for p, adj in zip(args.holm, holm(args.holm)):
+            print(f"p {p:.3g} -> Holm {adj:.3g}")
+        return
+    if args.a is None or args.b is None:
+        ap.error("two run directories (or --holm P ...) are required")
     a, b = f1s(args.a), f1s(args.b)
     ids = sorted(set(a) & set(b))
     if len(ids) != len(a) or len(ids) != len(b):
         raise SystemExit(f"the runs share {len(ids)} questions of {len(a)} and {len(b)}")
-    diffs = [a[i] - b[i] for i in ids]
-    mean, lo, hi = paired_interval(diffs, args.samples)
-    print(f"{args.a.name}: F1 {sum(a.values()) / len(a):.4f}   {args.b.name}: F1 "
-          f"{sum(b.values()) / len(b):.4f}   n={len(ids)}")
-    print(f"difference {mean:+.4f}, 95% interval [{lo:+.4f}, {hi:+.4f}]; higher on "
-          f"{sum(d > 0 for d in diffs)}, lower on {sum(d < 0 for d in diffs)}, "
-          f"tied on {sum(d == 0 for d in diffs)}")
+    fa = {i: a[i][0] for i in ids}
+    fb = {i: b[i][0] for i in ids}
+    print(f"{args.a.name}: F1 {sum(fa.values()) / len(fa):.4f}   {args.b.name}: F1 "
+          f"{sum(fb.values()) / len(fb):.4f}   n={len(ids)}")
+    _report("", fa, fb, args.samples)
+    if args.by_dataset:
+        for ds in sorted({a[i][1] for i in ids}):
+            sub = [i for i in ids if a[i][1] == ds]
+            sa, sb = {i: fa[i] for i in sub}, {i: fb[i] for i in sub}
+            _report(f"  {ds or '?'} (n={len(sub)}, {sum(sa.values()) / len(sub):.4f} vs "
+                    f"{sum(sb.values()) / len(sub):.4f}): ", sa, sb, args.samples)
 
 
 if __name__ == "__main__":
