@@ -56,7 +56,7 @@ if has untrained; then
       --out $OUT/jade-untrained-on-b200 --no-progress
 fi
 if has report; then
-  B=.venv/bin/python; P=benchmarks/paired_bootstrap.py
+  B=.venv/bin/python; P="benchmarks/paired_bootstrap.py --by-dataset"
   $B $P $OUT/team-a-on-b200 $VANILLA           # comparison 1: team - vanilla
   $B $P $OUT/reader-a-on-b200 $VANILLA         # comparison 2: reader - vanilla
   $B $P $OUT/team-a-on-b200 $OUT/reader-a-on-b200  # comparison 3: team - reader
