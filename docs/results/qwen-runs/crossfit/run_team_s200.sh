@@ -1,20 +1,20 @@
 #!/usr/bin/env bash
-# Issue 38, comparisons 1-3 on the reduced protocol (docs/results/qwen-runs/SPLITS.md,
+# Issue 38, comparisons 1-4 on the reduced protocol (docs/results/qwen-runs/SPLITS.md,
 # addendum of 2026-11-28): `qwen-jade`'s recipe replayed on fold A (plan-label SFT, then 3
-# iterations of run 2c's PPO, the iteration-3 adapter kept), then three rows on the 200
-# questions of fold-b-s200: the trained team, `vanilla` with its adapters (the reader part)
-# and untrained `jade`. The `vanilla` row on the same 200 is comparison 5's
+# iterations of run 2c's PPO, the iteration-3 adapter kept), then four rows on the 200
+# questions of fold-b-s200: the trained team, `vanilla` with its adapters (the reader part),
+# untrained `jade` and the warm start alone (RL against it). The `vanilla` row on the same 200 is comparison 5's
 # (docs/results/qwen-search-r1/heldout-foldb200/vanilla). Every stage resumes (marag
-# eval/sft/train do): run again after a kill. From the repository root, about 2 CPU hours:
+# eval/sft/train do): run again after a kill. From the repository root, about 2.5 CPU hours:
 #   bash docs/results/qwen-runs/crossfit/run_team_s200.sh [stage ...]
-#   stages: labels sft ppo team reader untrained report
+#   stages: labels sft ppo team reader untrained warm report
 set -euo pipefail
 M=${MARAG:-.venv/bin/marag}
 CFG=configs/qwen/jade-train.yaml  # Qwen2.5-Coder-0.5B, its prompt profile, BM25 top-5 pooled
 CF=runs/data/splits-cf
 OUT=${OUT:-runs/crossfit}
 VANILLA=${VANILLA:-docs/results/qwen-search-r1/heldout-foldb200/vanilla}
-stages=("$@"); [ ${#stages[@]} -eq 0 ] && stages=(labels sft ppo team reader untrained report)
+stages=("$@"); [ ${#stages[@]} -eq 0 ] && stages=(labels sft ppo team reader untrained warm report)
 has() { local s; for s in "${stages[@]}"; do [ "$s" = "$1" ] && return 0; done; return 1; }
 
 [ -f $CF/fold-b.jsonl ] || .venv/bin/python benchmarks/make_crossfit_splits.py --out $CF
@@ -55,9 +55,14 @@ if has untrained; then
   $M eval --config $CFG --method jade --dataset $CF/fold-b-s200.jsonl \
       --out $OUT/jade-untrained-on-b200 --no-progress
 fi
+if has warm; then  # comparison 4: the plan-label warm start alone
+  $M eval --config $CFG --method jade --adapter $SFT \
+      --dataset $CF/fold-b-s200.jsonl --out $OUT/warm-a-on-b200 --no-progress
+fi
 if has report; then
   B=.venv/bin/python; P="benchmarks/paired_bootstrap.py --by-dataset"
   $B $P $OUT/team-a-on-b200 $VANILLA           # comparison 1: team - vanilla
   $B $P $OUT/reader-a-on-b200 $VANILLA         # comparison 2: reader - vanilla
   $B $P $OUT/team-a-on-b200 $OUT/reader-a-on-b200  # comparison 3: team - reader
+  if [ -d $OUT/warm-a-on-b200 ]; then $B $P $OUT/team-a-on-b200 $OUT/warm-a-on-b200; fi  # 4: RL - warm
 fi
