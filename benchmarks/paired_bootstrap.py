@@ -1,6 +1,7 @@
 """Paired bootstrap of the F1 difference between two evaluation runs on the same questions.
 
     python benchmarks/paired_bootstrap.py runs/eval/A runs/eval/B [--samples 10000] [--by-dataset]
+        [--level 0.99] [--exclude-ids FILE]
     python benchmarks/paired_bootstrap.py runs/eval/X-on-b,runs/eval/X-on-a runs/eval/Y-all
     python benchmarks/paired_bootstrap.py --holm 0.003 0.04 0.2     # Holm-adjusted p-values
 
@@ -9,11 +10,13 @@ the fold-A model's run on fold B with the fold-B model's run on fold A); a quest
 appear in only one of them.
 
 Prints mean F1 of each, the mean difference A - B and its 95% interval (percentile bootstrap
-over questions, seed 0), how many questions each run scores higher on, and the paired t
-statistic with its two-sided p-value from the normal reference (the test that
-docs/results/qwen-runs/SPLITS.md states; fine for n >= 100 or so). ``--by-dataset`` adds the
-same per dataset (descriptive). ``--holm`` takes the p-values of one family and prints
-Holm's step-down adjustment of each, in the order given.
+over questions, seed 0; ``--level`` for another), how many questions each run scores higher
+on, and the paired t statistic with its two-sided p-value from the normal reference (the test
+that docs/results/qwen-runs/SPLITS.md states; meant for n >= 100 or so). ``--by-dataset``
+adds the mean difference and interval per dataset, without a test (those rows are
+descriptive). ``--exclude-ids FILE`` leaves out the questions whose ids the file lists (one a
+line), for a sensitivity row. ``--holm`` takes the p-values of one family and prints Holm's
+step-down adjustment of each, in the order given.
 """
 
 from __future__ import annotations
@@ -45,13 +48,15 @@ def f1s(run: Path) -> dict[str, tuple[float, str]]:
     return out
 
 
-def paired_interval(diffs: list[float], samples: int = 10000,
-                    seed: int = 0) -> tuple[float, float, float]:
-    """Mean of the paired differences and its 95% percentile-bootstrap interval."""
+def paired_interval(diffs: list[float], samples: int = 10000, seed: int = 0,
+                    level: float = 0.95) -> tuple[float, float, float]:
+    """Mean of the paired differences and its percentile-bootstrap interval at ``level``."""
+    if not 0.0 < level < 1.0:
+        raise ValueError(f"level must be between 0 and 1, not {level}")
     rng = random.Random(seed)
     means = sorted(sum(rng.choice(diffs) for _ in diffs) / len(diffs) for _ in range(samples))
-    return (sum(diffs) / len(diffs), means[int(0.025 * samples)],
-            means[int(0.975 * samples) - 1])
+    cut = int(round((1.0 - level) / 2.0 * samples, 9))  # the draws left out below and above
+    return sum(diffs) / len(diffs), means[cut], means[samples - 1 - cut]
 
 
 def paired_t(diffs: list[float]) -> tuple[float, float]:
@@ -79,14 +84,15 @@ def holm(pvalues: list[float]) -> list[float]:
     return adjusted
 
 
-def _report(label: str, a: dict[str, float], b: dict[str, float], samples: int) -> None:
+def _report(label: str, a: dict[str, float], b: dict[str, float], samples: int,
+            level: float, test: bool) -> None:
     ids = sorted(a)
     diffs = [a[i] - b[i] for i in ids]
-    mean, lo, hi = paired_interval(diffs, samples)
-    line = (f"{label}difference {mean:+.4f}, 95% interval [{lo:+.4f}, {hi:+.4f}]; higher on "
-            f"{sum(d > 0 for d in diffs)}, lower on {sum(d < 0 for d in diffs)}, "
+    mean, lo, hi = paired_interval(diffs, samples, level=level)
+    line = (f"{label}difference {mean:+.4f}, {100 * level:g}% interval [{lo:+.4f}, {hi:+.4f}]; "
+            f"higher on {sum(d > 0 for d in diffs)}, lower on {sum(d < 0 for d in diffs)}, "
             f"tied on {sum(d == 0 for d in diffs)}")
-    if len(diffs) >= 2:
+    if test and len(diffs) >= 2:
         t, p = paired_t(diffs)
         line += f"; paired t {t:.2f}, p {p:.2g}"
     print(line)
@@ -97,11 +103,17 @@ def main() -> None:
     ap.add_argument("a", nargs="?", type=Path)
     ap.add_argument("b", nargs="?", type=Path)
     ap.add_argument("--samples", type=int, default=10000)
-    ap.add_argument("--by-dataset", action="store_true", help="also per dataset")
+    ap.add_argument("--by-dataset", action="store_true",
+                    help="also per dataset (descriptive: no test)")
+    ap.add_argument("--level", type=float, default=0.95, help="interval level (0.95)")
+    ap.add_argument("--exclude-ids", type=Path, metavar="FILE",
+                    help="leave out the questions whose ids this file lists")
     ap.add_argument("--holm", type=float, nargs="+", metavar="P",
                     help="print Holm-adjusted p-values of these and exit")
     args = ap.parse_args()
     if args.holm:
+        if args.a is not None:
+            ap.error("--holm takes p-values, not run directories")
         if any(not 0.0 <= p <= 1.0 for p in args.holm):
             raise SystemExit("--holm takes p-values between 0 and 1")
         for p, adj in zip(args.holm, holm(args.holm)):
@@ -109,21 +121,32 @@ def main() -> None:
         return
     if args.a is None or args.b is None:
         ap.error("two run directories (or --holm P ...) are required")
+    if not 0.0 < args.level < 1.0:
+        ap.error("--level must be between 0 and 1")
     a, b = f1s(args.a), f1s(args.b)
     ids = sorted(set(a) & set(b))
     if len(ids) != len(a) or len(ids) != len(b):
         raise SystemExit(f"the runs share {len(ids)} questions of {len(a)} and {len(b)}")
+    if args.exclude_ids:
+        drop = {line.strip() for line in args.exclude_ids.read_text(encoding="utf-8").splitlines()
+                if line.strip()}
+        kept = [i for i in ids if i not in drop]
+        print(f"--exclude-ids: {len(ids) - len(kept)} of the {len(ids)} questions left out")
+        ids = kept
+        if len(ids) < 2:
+            raise SystemExit("fewer than two questions are left")
     fa = {i: a[i][0] for i in ids}
     fb = {i: b[i][0] for i in ids}
     print(f"{args.a.name}: F1 {sum(fa.values()) / len(fa):.4f}   {args.b.name}: F1 "
           f"{sum(fb.values()) / len(fb):.4f}   n={len(ids)}")
-    _report("", fa, fb, args.samples)
+    _report("", fa, fb, args.samples, args.level, test=True)
     if args.by_dataset:
         for ds in sorted({a[i][1] for i in ids}):
             sub = [i for i in ids if a[i][1] == ds]
             sa, sb = {i: fa[i] for i in sub}, {i: fb[i] for i in sub}
             _report(f"  {ds or '?'} (n={len(sub)}, {sum(sa.values()) / len(sub):.4f} vs "
-                    f"{sum(sb.values()) / len(sub):.4f}): ", sa, sb, args.samples)
+                    f"{sum(sb.values()) / len(sub):.4f}): ", sa, sb, args.samples,
+                    args.level, test=False)
 
 
 if __name__ == "__main__":
