@@ -1,20 +1,21 @@
 #!/usr/bin/env bash
 # Issue 38, comparisons 1-4 on the reduced protocol (docs/results/qwen-runs/SPLITS.md,
 # addendum of 2026-11-28): `qwen-jade`'s recipe replayed on fold A (plan-label SFT, then 3
-# iterations of run 2c's PPO, the iteration-3 adapter kept), then four rows on the 200
+# iterations of run 2c's PPO, the iteration-3 adapter kept), then five rows on the 200
 # questions of fold-b-s200: the trained team, `vanilla` with its adapters (the reader part),
-# untrained `jade` and the warm start alone (RL against it). The `vanilla` row on the same 200 is comparison 5's
-# (docs/results/qwen-search-r1/heldout-foldb200/vanilla). Every stage resumes (marag
-# eval/sft/train do): run again after a kill. From the repository root, about 2.5 CPU hours:
+# untrained `jade` and the warm start alone (RL against it), and `vanilla` re-run under the
+# same config and code (its earlier row, comparison 5's in
+# docs/results/qwen-search-r1/heldout-foldb200/vanilla, is the check). Every stage resumes (marag
+# eval/sft/train do): run again after a kill. From the repository root, about 3 CPU hours:
 #   bash docs/results/qwen-runs/crossfit/run_team_s200.sh [stage ...]
-#   stages: labels sft ppo team reader untrained warm report
+#   stages: labels sft ppo team reader untrained warm vanilla report
 set -euo pipefail
 M=${MARAG:-.venv/bin/marag}
 CFG=configs/qwen/jade-train.yaml  # Qwen2.5-Coder-0.5B, its prompt profile, BM25 top-5 pooled
 CF=runs/data/splits-cf
 OUT=${OUT:-runs/crossfit}
 VANILLA=${VANILLA:-docs/results/qwen-search-r1/heldout-foldb200/vanilla}
-stages=("$@"); [ ${#stages[@]} -eq 0 ] && stages=(labels sft ppo team reader untrained warm report)
+stages=("$@"); [ ${#stages[@]} -eq 0 ] && stages=(labels sft ppo team reader untrained warm vanilla report)
 has() { local s; for s in "${stages[@]}"; do [ "$s" = "$1" ] && return 0; done; return 1; }
 
 [ -f $CF/fold-b.jsonl ] || .venv/bin/python benchmarks/make_crossfit_splits.py --out $CF
@@ -59,10 +60,40 @@ if has warm; then  # comparison 4: the plan-label warm start alone
   $M eval --config $CFG --method jade --adapter $SFT \
       --dataset $CF/fold-b-s200.jsonl --out $OUT/warm-a-on-b200 --no-progress
 fi
-if has report; then
-  B=.venv/bin/python; P="benchmarks/paired_bootstrap.py --by-dataset"
-  $B $P $OUT/team-a-on-b200 $VANILLA           # comparison 1: team - vanilla
-  $B $P $OUT/reader-a-on-b200 $VANILLA         # comparison 2: reader - vanilla
-  $B $P $OUT/team-a-on-b200 $OUT/reader-a-on-b200  # comparison 3: team - reader
-  if [ -d $OUT/warm-a-on-b200 ]; then $B $P $OUT/team-a-on-b200 $OUT/warm-a-on-b200; fi  # 4: RL - warm
+if has vanilla; then  # the baseline re-run under the new rows' config and code (2nd amendment)
+  $M eval --config $CFG --method vanilla --dataset $CF/fold-b-s200.jsonl \
+      --out $OUT/vanilla-on-b200 --no-progress
+fi
+if has report; then  # family 1 on the 200: 95% and 99% intervals, sensitivity, Holm (m = 5)
+  B=.venv/bin/python; P=benchmarks/paired_bootstrap.py
+  OLD=docs/results/qwen-runs/splits-cf/fold-b-s200.old-dev.ids
+  SR1=docs/results/qwen-search-r1/heldout-foldb200
+  V=$OUT/vanilla-on-b200
+  [ -d "$V" ] && $B - "$VANILLA" "$V" <<'PY'
+import gzip, json, sys
+def answers(d):
+    import os
+    f = os.path.join(d, "traces.jsonl")
+    op = open if os.path.exists(f) else gzip.open
+    with op(f if os.path.exists(f) else f + ".gz", "rt") as fh:
+        return {t["id"]: t.get("answer") for t in map(json.loads, fh)}
+a, b = answers(sys.argv[1]), answers(sys.argv[2])
+same = sum(a[i] == b.get(i) for i in a)
+print(f"vanilla re-run: {same} of {len(a)} answers the same as comparison 5's vanilla row")
+PY
+  ps=()
+  cmp() {  # name, run A, run B: prints the member and appends its p (1 when a row is missing)
+    echo "== comparison $1: $2 - $3"
+    if [ ! -d "$2" ] || [ ! -d "$3" ]; then echo "missing row: counted with p = 1"; ps+=(1); return; fi
+    local out; out=$($B $P "$2" "$3" --by-dataset); echo "$out"
+    $B $P "$2" "$3" --level 0.99 | tail -1
+    $B $P "$2" "$3" --exclude-ids $OLD | tail -1 | sed 's/^/without the 33 old-development questions: /'
+    ps+=("$(echo "$out" | sed -n 2p | sed 's/.*, p //')")
+  }
+  cmp 1 $OUT/team-a-on-b200 $V
+  cmp 2 $OUT/reader-a-on-b200 $V
+  cmp 3 $OUT/team-a-on-b200 $OUT/reader-a-on-b200
+  cmp 4 $OUT/team-a-on-b200 $OUT/warm-a-on-b200
+  cmp 5 $SR1/sr1-sft-a $SR1/sr1-untrained
+  echo "== Holm over the five (in the order 1-5)"; $B $P --holm "${ps[@]}"
 fi
