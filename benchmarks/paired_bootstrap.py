@@ -123,11 +123,15 @@ def main() -> None:
         ap.error("two run directories (or --holm P ...) are required")
     if not 0.0 < args.level < 1.0:
         ap.error("--level must be between 0 and 1")
+    if args.samples < 1:
+        ap.error("--samples must be at least 1")
     a, b = f1s(args.a), f1s(args.b)
     ids = sorted(set(a) & set(b))
     if len(ids) != len(a) or len(ids) != len(b):
         raise SystemExit(f"the runs share {len(ids)} questions of {len(a)} and {len(b)}")
     if args.exclude_ids:
+        if not args.exclude_ids.is_file():
+            raise SystemExit(f"--exclude-ids: {args.exclude_ids} is not a file")
         drop = {line.strip() for line in args.exclude_ids.read_text(encoding="utf-8").splitlines()
                 if line.strip()}
         kept = [i for i in ids if i not in drop]

@@ -92,6 +92,10 @@ def test_command_pools_folds_reports_datasets_and_refuses_mismatches(tmp_path, c
     pb.main()
     out = capsys.readouterr().out
     assert "1 of the 4 questions left out" in out and "higher on 1, lower on 0, tied on 2" in out
+    monkeypatch.setattr("sys.argv", ["pb", f"{a1},{a2}", str(b), "--exclude-ids",
+                                     str(tmp_path / "none.ids")])
+    with pytest.raises(SystemExit, match="is not a file"):
+        pb.main()
 
 
 def test_holm_option_prints_adjusted_values_and_refuses_non_probabilities(capsys, monkeypatch):
