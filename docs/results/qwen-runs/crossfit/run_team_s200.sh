@@ -70,14 +70,12 @@ if has report; then  # family 1 on the 200: 95% and 99% intervals, sensitivity, 
   SR1=docs/results/qwen-search-r1/heldout-foldb200
   V=$OUT/vanilla-on-b200
   [ -d "$V" ] && $B - "$VANILLA" "$V" <<'PY'
-import gzip, json, sys
-def answers(d):
-    import os
-    f = os.path.join(d, "traces.jsonl")
-    op = open if os.path.exists(f) else gzip.open
-    with op(f if os.path.exists(f) else f + ".gz", "rt") as fh:
-        return {t["id"]: t.get("answer") for t in map(json.loads, fh)}
-a, b = answers(sys.argv[1]), answers(sys.argv[2])
+import sys
+from pathlib import Path
+sys.path.insert(0, "benchmarks")
+from paired_bootstrap import traces_file
+from marag.types import Trace, read_jsonl
+a, b = ({t.id: t.answer for t in read_jsonl(traces_file(Path(d)), Trace)} for d in sys.argv[1:])
 same = sum(a[i] == b.get(i) for i in a)
 print(f"vanilla re-run: {same} of {len(a)} answers the same as comparison 5's vanilla row")
 PY
