@@ -1,5 +1,7 @@
 """Traces -> transitions, and the advantage estimators over them."""
 
+import math
+
 import pytest
 import torch
 
@@ -105,4 +107,15 @@ def test_explained_variance_of_the_critic():
     x.values = torch.tensor([1.0, 0.0])
     assert advantages.explained_variance([x]) == pytest.approx(1.0)
     x.values = torch.tensor([0.0, 1.0])  # worse than predicting the mean
+    assert advantages.explained_variance([x]) < 0
+
+
+def test_explained_variance_is_undefined_when_the_returns_only_carry_rounding():
+    # every reward 0: returns = advantages + values leaves float32 noise, not a spread
+    t, r = _trace("a", 0, [("AG", 0.0)])
+    [x] = collect([t], [r], ["AG"])
+    x.values = torch.tensor([0.731, -0.412])
+    x.returns = (torch.zeros(2) - x.values) + x.values
+    assert math.isnan(advantages.explained_variance([x]))
+    x.returns = torch.tensor([0.0, 1e-3])  # a small real spread is still measured
     assert advantages.explained_variance([x]) < 0

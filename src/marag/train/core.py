@@ -107,9 +107,13 @@ def leave_one_out(returns: torch.Tensor, groups: Sequence[int] | torch.Tensor
 def explained_variance(values: torch.Tensor, returns: torch.Tensor) -> float:
     """``1 - Var(returns - values) / Var(returns)``: 1 for a perfect critic, 0 for one no
     better than the mean, below 0 for one worse than predicting the mean (its advantages
-    are then noisier than none). NaN when the returns do not vary."""
-    var = float(returns.var(unbiased=False)) if returns.numel() else 0.0
-    if var == 0.0:
+    are then noisier than none). NaN when the returns do not vary: returns rebuilt as
+    ``advantages + values`` in float32 keep rounding noise (~1e-7 of the values) when every
+    reward of the batch is equal, and dividing by its variance gave -5.8e14 in a run."""
+    if not returns.numel():
+        return float("nan")
+    var = float(returns.double().var(unbiased=False))
+    if var <= 1e-10 * (1.0 + float(values.double().pow(2).mean())):
         return float("nan")
     return 1.0 - float((returns - values).var(unbiased=False)) / var
 

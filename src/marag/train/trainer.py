@@ -21,6 +21,7 @@ from __future__ import annotations
 
 import asyncio
 import logging
+import math
 import os
 from collections import Counter
 from collections.abc import Sequence
@@ -331,7 +332,7 @@ class Trainer:
         row["actor_frozen"] = int(it < cfg.critic_warmup)
         # on a GPU: the most memory PyTorch held in each phase, this process (GiB)
         row.update({f"peak_gib.{k}": round(v, 3) for k, v in phase.peak_gib.items()})
-        if explained is not None:
+        if explained is not None and not math.isnan(explained):  # NaN: the returns were flat
             row["value_explained_variance"] = explained
         if self.acc.is_main_process:
             self._save_rollouts(it, traces)
