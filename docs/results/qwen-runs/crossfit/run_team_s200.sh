@@ -69,7 +69,7 @@ if has report; then  # family 1 on the 200: 95% and 99% intervals, sensitivity, 
   OLD=docs/results/qwen-runs/splits-cf/fold-b-s200.old-dev.ids
   SR1=docs/results/qwen-search-r1/heldout-foldb200
   V=$OUT/vanilla-on-b200
-  [ -d "$V" ] && $B - "$VANILLA" "$V" <<'PY'
+  [ -f "$V/metrics.json" ] && $B - "$VANILLA" "$V" <<'PY'
 import sys
 from pathlib import Path
 sys.path.insert(0, "benchmarks")
@@ -82,7 +82,9 @@ PY
   ps=()
   cmp() {  # name, run A, run B: prints the member and appends its p (1 when a row is missing)
     echo "== comparison $1: $2 - $3"
-    if [ ! -d "$2" ] || [ ! -d "$3" ]; then echo "missing row: counted with p = 1"; ps+=(1); return; fi
+    # a row counts once `marag eval` has finished it (metrics.json is written last)
+    if [ ! -f "$2/metrics.json" ] || [ ! -f "$3/metrics.json" ]; then
+      echo "missing row: counted with p = 1"; ps+=(1); return; fi
     local out; out=$($B $P "$2" "$3" --by-dataset); echo "$out"
     $B $P "$2" "$3" --level 0.99 | tail -1
     $B $P "$2" "$3" --exclude-ids $OLD | tail -1 | sed 's/^/without the 33 old-development questions: /'
