@@ -32,17 +32,5 @@ for row in "${rows[@]}"; do
   [ -d $ref ] || { echo "$row: no committed row in $ref, skipped"; continue; }
   $M eval --config $CFG "${args[@]}" --dataset $CF/fold-b-s200.jsonl --limit $N --seed 0 \
       --out $OUT/$row --no-progress
-  $PY - $OUT/$row $ref <<'PY'
-import sys
-from pathlib import Path
-sys.path.insert(0, "benchmarks")
-from paired_bootstrap import traces_file
-from marag.types import Trace, read_jsonl
-new, ref = ({t.id: t for t in read_jsonl(traces_file(Path(d)), Trace)} for d in sys.argv[1:])
-ids = sorted(new)
-same = sum(new[i].answer == ref[i].answer for i in ids)
-f1 = lambda runs: 100 * sum(runs[i].metrics.get("f1", 0.0) for i in ids) / len(ids)
-print(f"{sys.argv[1]}: {same} of {len(ids)} answers as committed; F1 {f1(new):.1f} here, "
-      f"{f1(ref):.1f} committed on the same questions")
-PY
+  $PY benchmarks/answer_agreement.py $OUT/$row $ref --label "$row (N = $N)"
 done
