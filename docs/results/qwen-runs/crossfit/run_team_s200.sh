@@ -69,16 +69,8 @@ if has report; then  # family 1 on the 200: 95% and 99% intervals, sensitivity, 
   OLD=docs/results/qwen-runs/splits-cf/fold-b-s200.old-dev.ids
   SR1=docs/results/qwen-search-r1/heldout-foldb200
   V=$OUT/vanilla-on-b200
-  [ -f "$V/metrics.json" ] && $B - "$VANILLA" "$V" <<'PY'
-import sys
-from pathlib import Path
-sys.path.insert(0, "benchmarks")
-from paired_bootstrap import traces_file
-from marag.types import Trace, read_jsonl
-a, b = ({t.id: t.answer for t in read_jsonl(traces_file(Path(d)), Trace)} for d in sys.argv[1:])
-same = sum(a[i] == b.get(i) for i in a)
-print(f"vanilla re-run: {same} of {len(a)} answers the same as comparison 5's vanilla row")
-PY
+  [ -f "$V/metrics.json" ] && $B benchmarks/answer_agreement.py "$VANILLA" "$V" \
+      --label "comparison 5's vanilla row against the re-run"
   ps=()
   cmp() {  # name, run A, run B: prints the member and appends its p (1 when a row is missing)
     echo "== comparison $1: $2 - $3"
