@@ -160,6 +160,13 @@ class MethodConfig(Section):
     # solving codes never executed even when a plan names them (an ablation: JADE Table 3's
     # "w/o DS" team is skip_codes: [DS]); the planner's instructions are unchanged
     skip_codes: list[Literal["QR", "DS"]] = Field(default_factory=list)
+    # Plans fixed in advance instead of asked of the planner: root_plan at the question (a
+    # solving plan, or QDS / QDP alone), sub_plan at every sub-question (a solving plan).
+    # None: the planner decides there. For fixed-plan runs whose traces label a planner's warm
+    # start (`marag sft --plans "QDS=..."`) and for ablations; no planner call is made where a
+    # plan is fixed.
+    root_plan: list[RoleCode] | None = None
+    sub_plan: list[SolvingCode] | None = None
     top_k: int = Field(5, ge=1)
     # "decomposed": AS answers decomposed nodes only (the papers' case studies); "always":
     # the final answer always comes from AS (JADE Algorithm 1 line 32)

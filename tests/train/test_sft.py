@@ -326,6 +326,38 @@ def test_plan_labels_refuse_traces_of_another_plan_or_prompt():
                                       same_prompt=paper)) == 1
 
 
+def test_plan_labels_take_a_decomposition_run_and_skip_its_empty_decompositions(caplog):
+    planner = role_for("planner", "default", "jade")
+    chat = [{"role": "user", "content": "prompt"}, {"role": "assistant", "content": ""}]
+    qds = Step(role="QDS", messages=chat, raw="<q1>part one?</q1><q2>part two?</q2>")
+    split = Trace(id="a", question="question a?", method="jade",
+                  steps=[qds, Step(role="R", node_id=1), _ag("1844"), Step(role="R", node_id=2),
+                         _ag("1989"), Step(role="AS", messages=chat, raw="Paris")],
+                  nodes=[Node(0, "question a?", workflow=["QDS"], children=[1, 2]),
+                         Node(1, "part one?", parent=0, workflow=["R", "AG"]),
+                         Node(2, "part two?", parent=0, workflow=["R", "AG"])],
+                  metrics={"f1": 1.0})
+    # QDS came back empty at the root, which then ran the fallback R, AG
+    fell_back = Trace(id="b", question="question b?", method="jade",
+                      steps=[Step(role="QDS", raw="no split", valid=False), Step(role="R"),
+                             _ag("Lyon")],
+                      nodes=[Node(0, "question b?", workflow=["R", "AG"])], metrics={"f1": 1.0})
+    docs = [_run_trace("a", 0.5, [Step(role="R", raw="question a?"), _ag("Rome")]),
+            _run_trace("b", 0.5, [Step(role="R", raw="question b?"), _ag("Lyon")])]
+    with caplog.at_level("WARNING"):
+        got = sft.examples_best_plan([("R, AG", docs), ("QDS", [split, fell_back])], planner,
+                                     [], 0.5)
+    assert "on 1 question(s) the decomposition gave no sub-questions" in caplog.text
+    labels = {e.messages[-2]["content"]: e.target for e in got if e.role == "planner"}
+    assert labels == {planner.build("question a?")[-1]["content"]: "QDS</workflow>",
+                      planner.build("question b?")[-1]["content"]: "R, AG</workflow>"}
+    # the decomposition's own steps teach the decomposer and the parts' answers
+    assert [e.target for e in got if e.role in ("QDS", "AS")] == [qds.raw, "Paris"]
+    # a run that never tried QDS is still refused as the QDS plan's traces
+    with pytest.raises(ValueError, match="plan 'QDS': question a"):
+        sft.examples_best_plan([("QDS", docs)], planner, [], 0.5)
+
+
 def test_plan_labels_cli_refuses_bad_input(tmp_path, capsys):
     assert main(["sft", "--plans", "R, AG", "--out", str(tmp_path)]) == 2
     assert "PLAN=FILE" in capsys.readouterr().err

@@ -45,7 +45,7 @@ from typing import TYPE_CHECKING, Any
 
 import torch
 
-from marag.config import Config, SFTConfig
+from marag.config import DECOMPOSE_CODES, Config, SFTConfig
 from marag.llm.chat import prompt_ids, text_ids
 from marag.llm.trainable import TrainableBackend
 from marag.methods import REGISTRY
@@ -99,6 +99,7 @@ def examples_best_plan(runs: Sequence[tuple[str, Sequence[Trace]]], planner: Rol
 
     keep = set(roles)
     best: dict[str, tuple[float, int, str, Trace]] = {}
+    empty: dict[str, int] = {}  # plan -> questions whose decomposition gave no sub-questions
     seen: list[set[str]] = []
     for order, (plan, traces) in enumerate(runs):
         codes = read_codes(plan)
@@ -110,6 +111,9 @@ def examples_best_plan(runs: Sequence[tuple[str, Sequence[Trace]]], planner: Rol
             if t.status == "failed":
                 continue
             ran = t.nodes[0].workflow if t.nodes else None
+            if ran != codes and _decomposition_came_back_empty(t, codes):
+                empty[plan] = empty.get(plan, 0) + 1  # it ran the fallback: not this plan
+                continue
             if ran != codes:
                 raise ValueError(
                     f"plan {plan!r}: question {t.id} ({t.method}) ran "
@@ -119,6 +123,10 @@ def examples_best_plan(runs: Sequence[tuple[str, Sequence[Trace]]], planner: Rol
             now = best.get(t.id)
             if now is None or f1 > now[0]:
                 best[t.id] = (f1, order, plan, t)
+    for plan, n in empty.items():
+        log.warning("plan %r: on %d question(s) the decomposition gave no sub-questions and the "
+                    "run fell back to another plan; those traces label nothing for %r",
+                    plan, n, plan)
     if seen and set.union(*seen) != set.intersection(*seen):
         log.warning("the plan runs hold different questions: %d of %d are in every run; the "
                     "others are labelled from the runs that have them",
@@ -141,6 +149,14 @@ def examples_best_plan(runs: Sequence[tuple[str, Sequence[Trace]]], planner: Rol
                     f"team's {s.role}; keep them out with sft.roles (e.g. [planner])")
             out.append(Example(s.role, s.messages, s.raw))
     return out
+
+
+def _decomposition_came_back_empty(trace: Trace, codes: Sequence[str]) -> bool:
+    """Whether ``codes`` is a decomposition the root tried (its decomposer was called at node
+    0) that gave no sub-questions, so the root ran the fallback plan instead."""
+    return (len(codes) == 1 and codes[0] in DECOMPOSE_CODES and bool(trace.nodes)
+            and not trace.nodes[0].children
+            and any(s.role == codes[0] and s.node_id == 0 for s in trace.steps))
 
 
 def useful_documents(question: str, answers: Sequence[str], docs: Sequence[Any],

@@ -32,6 +32,13 @@ and AG beside the node's question; DS's selection is what AG reads.
   AG answered is then passed to AS with its (question, answer) as the one solved pair. That
   call is recorded in the last round and adds no round (the synthesis is outside the loop).
 
+``method.root_plan`` / ``method.sub_plan`` fix the plan at the root / at every sub-question
+instead of asking the planner (no planner call there; a fixed decomposition that yields no
+sub-questions falls back as a planned one does). A run with ``root_plan: [QDS]`` and
+``sub_plan: [R, AG]`` executes "decompose serially, then retrieve and answer each part" on
+every question: the traces ``marag sft --plans`` needs to label a warm start with a
+decomposition plan.
+
 Rules where the papers are silent:
 
 * an invalid plan is recorded invalid and replaced by ``method.fallback`` (default ``R, AG``);
@@ -52,7 +59,7 @@ from __future__ import annotations
 from collections.abc import Awaitable, Callable
 
 from marag.config import DECOMPOSE_CODES, ConfigError
-from marag.roles.planner import is_solving
+from marag.roles.planner import check, is_solving
 from marag.types import Node
 from marag.workflows.engine import Run, gather_branches
 
@@ -83,6 +90,13 @@ async def solve(run: Run, *, planner_summarises: bool = False,
     cfg = run.config.method
     if not is_solving(list(cfg.fallback)):
         raise ConfigError(f"method.fallback {cfg.fallback} is not a solving workflow "
+                          "(an ordered subset of QR, R, DS, AG ending with AG)")
+    if cfg.root_plan is not None:
+        problem = check(list(cfg.root_plan), allow_decompose=cfg.max_depth > 0)
+        if problem:
+            raise ConfigError(f"method.root_plan {cfg.root_plan}: {problem}")
+    if cfg.sub_plan is not None and not is_solving(list(cfg.sub_plan)):
+        raise ConfigError(f"method.sub_plan {cfg.sub_plan} is not a solving workflow "
                           "(an ordered subset of QR, R, DS, AG ending with AG)")
     nodes = run.trace.nodes
     root = run.add_node(run.trace.question)
@@ -154,12 +168,17 @@ async def _plan_and_run(run: Run, node: Node, rewrite_first_serial: bool = True
         first = run.trace.nodes[node.parent].children[0] == node.id
         if rewrite_first_serial or not first:
             await _self_contain(run, node)
-    allow = node.depth < cfg.max_depth
-    plan, _ = await run.call("planner", node.id, question=node.question, allow_decompose=allow,
-                             constrained=_restrict_planner(run))
-    workflow = list(plan.value) if plan.valid else list(cfg.fallback)
-    if not plan.valid:
-        run.note(f"node {node.id}: invalid plan ({plan.reason}); fallback {','.join(workflow)}")
+    fixed = cfg.root_plan if node.parent is None else cfg.sub_plan
+    if fixed is not None:  # method.root_plan / sub_plan: no planner call here
+        workflow = list(fixed)
+    else:
+        allow = node.depth < cfg.max_depth
+        plan, _ = await run.call("planner", node.id, question=node.question,
+                                 allow_decompose=allow, constrained=_restrict_planner(run))
+        workflow = list(plan.value) if plan.valid else list(cfg.fallback)
+        if not plan.valid:
+            run.note(f"node {node.id}: invalid plan ({plan.reason}); fallback "
+                     f"{','.join(workflow)}")
     if len(workflow) == 1 and workflow[0] in DECOMPOSE:
         code = workflow[0]
         dec, _ = await run.call(code, node.id, question=node.question,

@@ -1,0 +1,69 @@
+"""method.root_plan / method.sub_plan: plans fixed in advance run without a planner call (the
+scripted LLM has no planner rule, so a planner call would fail the run), fall back like a
+planned decomposition, and a plan that could not run is a config failure."""
+
+from __future__ import annotations
+
+from marag.llm.scripted import ScriptedLLM
+from marag.types import Question
+from marag.workflows import run_method
+
+Q = Question("b1", "Which magazine was started first, Arthur's Magazine or First for Women?",
+             ["Arthur's Magazine"])
+
+
+async def test_a_fixed_serial_decomposition_with_fixed_sub_plans_asks_no_planner(
+        hotpot_retriever, ctx_for):
+    llm = ScriptedLLM({
+        "QDS": "<q1>When was Arthur's Magazine started?</q1><q2>When was First for Women "
+               "started?</q2>",
+        "QR": ["<query>When was Arthur's Magazine started?</query>",
+               "<query>When was First for Women started?</query>"],
+        "AG": ["<answer>1844</answer>", "<answer>1989</answer>"],
+        "AS": "<answer>Arthur's Magazine</answer>",
+    })
+    t = await run_method("jade", Q, ctx_for(llm, hotpot_retriever, "method.root_plan=[QDS]",
+                                            "method.sub_plan=[R, AG]"))
+    assert t.status == "ok" and t.answer == "Arthur's Magazine"
+    assert not [s for s in t.steps if s.role == "planner"]
+    assert [n.workflow for n in t.nodes] == [["QDS"], ["R", "AG"], ["R", "AG"]]
+    assert [n.kind for n in t.nodes[1:]] == ["serial", "serial"]
+    # each part retrieved with its own (rewritten) question
+    assert sum(1 for s in t.steps if s.role == "R") == 2
+
+
+async def test_a_fixed_root_plan_alone_leaves_the_sub_questions_to_the_planner(
+        hotpot_retriever, ctx_for):
+    llm = ScriptedLLM({
+        "QDP": "<q1>When was Arthur's Magazine started?</q1><q2>When was First for Women "
+               "started?</q2>",
+        "planner": "<workflow>AG</workflow>",
+        "AG": ["<answer>1844</answer>", "<answer>1989</answer>"],
+        "AS": "<answer>Arthur's Magazine</answer>",
+    })
+    t = await run_method("jade", Q, ctx_for(llm, hotpot_retriever, "method.root_plan=[QDP]"))
+    assert t.status == "ok" and t.nodes[0].workflow == ["QDP"]
+    assert [s.node_id for s in t.steps if s.role == "planner"] == [1, 2]
+    # a solving root plan runs as it is, with no call at all before it
+    llm = ScriptedLLM({"AG": "<answer>Arthur's Magazine</answer>"})
+    t = await run_method("jade", Q, ctx_for(llm, hotpot_retriever, "method.root_plan=[R, AG]"))
+    assert t.status == "ok" and [s.role for s in t.steps] == ["R", "AG"]
+
+
+async def test_a_fixed_decomposition_without_sub_questions_falls_back(hotpot_retriever, ctx_for):
+    llm = ScriptedLLM({"QDS": "I cannot split this.", "AG": "<answer>Arthur's Magazine</answer>"})
+    t = await run_method("jade", Q, ctx_for(llm, hotpot_retriever, "method.root_plan=[QDS]"))
+    assert t.status == "ok" and t.nodes[0].workflow == ["R", "AG"] and len(t.nodes) == 1
+    assert any("QDS gave no sub-questions; fallback R,AG" in n for n in t.notes)
+
+
+async def test_a_fixed_plan_that_cannot_run_is_a_config_failure(hotpot_retriever, ctx_for):
+    llm = ScriptedLLM({})
+    for overrides, said in [
+        (("method.root_plan=[AG, R]",), "method.root_plan"),
+        (("method.root_plan=[QDS]", "method.max_depth=0"), "not allowed at this depth"),
+        (("method.root_plan=[QDS, AG]",), "must be the only code"),
+        (("method.sub_plan=[AG, R]",), "method.sub_plan"),
+    ]:
+        t = await run_method("jade", Q, ctx_for(llm, hotpot_retriever, *overrides))
+        assert t.status == "failed" and said in t.error, (overrides, t.error)
