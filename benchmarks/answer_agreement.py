@@ -5,7 +5,8 @@
 Checks a re-run against a committed row (issue 38's "the figures reproduce from a fresh clone
 on a sample", a re-run baseline against its earlier row): prints how many of the first run's
 questions got the same answer string in the second, and the mean F1 of both on those
-questions. Either side is a run directory with ``traces.jsonl`` or ``traces.jsonl.gz``. A
+questions (a question that failed in either run is never the same, and is counted). Either
+side is a run directory with ``traces.jsonl`` or ``traces.jsonl.gz``. A
 question of the first run that the second lacks is an error, not a mismatch: the two runs
 were then not made on the same questions.
 """
@@ -22,8 +23,9 @@ from marag.types import Trace, read_jsonl
 
 
 class Agreement(NamedTuple):
-    same: int  # questions of the first run with the same answer string in the second
+    same: int  # questions answered in both runs (neither failed) with the same answer string
     n: int  # questions of the first run
+    failed: int  # questions that failed in either run (never counted the same)
     f1_first: float  # mean F1 x 100 of the first run on its questions
     f1_second: float  # mean F1 x 100 of the second run on the same questions
 
@@ -37,12 +39,13 @@ def agreement(first: dict[str, Trace], second: dict[str, Trace]) -> Agreement:
         raise ValueError(f"{len(missing)} question(s) of the first run are not in the second, "
                          f"e.g. {missing[0]!r}")
     ids = sorted(first)
-    same = sum(first[i].answer == second[i].answer for i in ids)
+    failed = {i for i in ids if "failed" in (first[i].status, second[i].status)}
+    same = sum(first[i].answer == second[i].answer for i in ids if i not in failed)
 
     def mean_f1(runs: dict[str, Trace]) -> float:
         return 100.0 * sum(float(runs[i].metrics.get("f1", 0.0)) for i in ids) / len(ids)
 
-    return Agreement(same, len(ids), mean_f1(first), mean_f1(second))
+    return Agreement(same, len(ids), len(failed), mean_f1(first), mean_f1(second))
 
 
 def load(run: Path) -> dict[str, Trace]:
@@ -59,8 +62,9 @@ def main(argv: list[str] | None = None) -> None:
         a = agreement(load(args.first), load(args.second))
     except ValueError as e:
         raise SystemExit(f"{args.first} against {args.second}: {e}") from None
-    print(f"{args.label or args.first}: {a.same} of {a.n} answers the same as {args.second}; "
-          f"F1 {a.f1_first:.1f} against {a.f1_second:.1f} on the same questions")
+    failed = f" ({a.failed} failed in either run)" if a.failed else ""
+    print(f"{args.label or args.first}: {a.same} of {a.n} answers the same as {args.second}"
+          f"{failed}; F1 {a.f1_first:.1f} against {a.f1_second:.1f} on the same questions")
 
 
 if __name__ == "__main__":

@@ -7,6 +7,7 @@ Every section forbids unknown keys, so a misspelled option is an error that name
 from __future__ import annotations
 
 import difflib
+from collections.abc import Sequence
 from pathlib import Path
 from typing import Annotated, Any, Literal, get_args
 
@@ -20,7 +21,7 @@ from pydantic import (
     model_validator,
 )
 
-from marag.methods import METHOD_NAMES
+from marag.methods import METHOD_NAMES, PLANNER_METHODS
 
 # The names a config (and the command line) may use, each defined once; CLI choices, validation
 # and the code that dispatches on them import these.
@@ -38,6 +39,50 @@ PROMPT_PROFILES: tuple[str, ...] = get_args(PromptProfile)
 SOLVING_CODES: tuple[str, ...] = get_args(SolvingCode)
 DECOMPOSE_CODES: tuple[str, ...] = get_args(DecomposeCode)
 ROLE_CODES: tuple[str, ...] = get_args(RoleCode)
+
+
+def plan_problem(codes: Sequence[str], allow_decompose: bool = True,
+                 summarise: bool = False) -> str:
+    """Why ``codes`` is not a valid plan, or ``""`` when it is. The one statement of the rule
+    (here, on the ground floor, so the config can check the plans it fixes; the planner roles'
+    parsers and the workflows use it too).
+
+    ``summarise``: the node's sub-questions are all solved (MAO-ARAG's AS turn), where ``AS``
+    alone is the only valid plan."""
+    codes = list(codes)
+    if not codes:
+        return "empty workflow"
+    unknown = [c for c in codes if c not in ROLE_CODES]
+    if unknown:
+        return "unknown code(s): " + ", ".join(dict.fromkeys(unknown))
+    if summarise:
+        return "" if codes == ["AS"] else "the sub-questions are solved: the only plan is AS"
+    if "AS" in codes:
+        return "AS answers a node from its solved sub-questions; this node has none"
+    if any(c in DECOMPOSE_CODES for c in codes):
+        if len(codes) > 1:
+            return "QDS/QDP must be the only code in a plan"
+        if not allow_decompose:
+            return f"{codes[0]}: decomposition is not allowed at this depth"
+        return ""
+    repeated = [c for c in dict.fromkeys(codes) if codes.count(c) > 1]
+    if repeated:
+        return "repeated code(s): " + ", ".join(repeated)
+    positions = [SOLVING_CODES.index(c) for c in codes]
+    if positions != sorted(positions):
+        return "codes out of order (expected order QR, R, DS, AG)"
+    if codes[-1] != "AG":
+        return "workflow does not end with AG"
+    if "DS" in codes and "R" not in codes:
+        return "DS without R before it"
+    return ""
+
+
+def is_solving(codes: Sequence[str]) -> bool:
+    """A plan that answers its node itself: an ordered subsequence of QR, R, DS, AG that ends
+    with AG, with DS only after R (no decomposition)."""
+    return not plan_problem(codes, allow_decompose=False)
+
 
 
 class ConfigError(ValueError):
@@ -164,7 +209,8 @@ class MethodConfig(Section):
     # solving plan, or QDS / QDP alone), sub_plan at every sub-question (a solving plan).
     # None: the planner decides there. For fixed-plan runs whose traces label a planner's warm
     # start (`marag sft --plans "QDS=..."`) and for ablations; no planner call is made where a
-    # plan is fixed.
+    # plan is fixed (so cost.turns, which counts planner calls, is 0 when both are). Checked
+    # here against the plan rule; only the planner methods (jade, mao-arag) take them.
     root_plan: list[RoleCode] | None = None
     sub_plan: list[SolvingCode] | None = None
     top_k: int = Field(5, ge=1)
@@ -228,6 +274,23 @@ class MethodConfig(Section):
     self_rag_w_use: float = 1.0
     self_rag_seqscore: bool = True
     self_rag_instruction: str = ""
+
+    @model_validator(mode="after")
+    def _fixed_plans_run(self) -> MethodConfig:
+        fixed = {"root_plan": self.root_plan, "sub_plan": self.sub_plan}
+        given = [k for k, v in fixed.items() if v is not None]
+        if given and self.name not in PLANNER_METHODS:
+            raise ValueError(f"method.{given[0]} is read by the planner methods "
+                             f"({', '.join(PLANNER_METHODS)}), not by {self.name}")
+        if self.root_plan is not None:
+            problem = plan_problem(self.root_plan, allow_decompose=self.max_depth > 0)
+            if problem:
+                raise ValueError(f"method.root_plan {self.root_plan}: {problem}")
+        if self.sub_plan is not None:
+            problem = plan_problem(self.sub_plan, allow_decompose=False)
+            if problem:
+                raise ValueError(f"method.sub_plan {self.sub_plan}: {problem}")
+        return self
 
     @field_validator("name")
     @classmethod

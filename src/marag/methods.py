@@ -112,6 +112,10 @@ REGISTRY: tuple[MethodSpec, ...] = (
 
 METHODS: dict[str, MethodSpec] = {m.name: m for m in REGISTRY}
 METHOD_NAMES: tuple[str, ...] = tuple(METHODS)
+# the methods whose body is the planner loop (marag.workflows.planner): they read
+# method.root_plan / sub_plan
+PLANNER_METHODS: tuple[str, ...] = tuple(m.name for m in REGISTRY
+                                         if m.body.startswith("planner:"))
 
 
 def check_trainable(name: str) -> MethodSpec:

@@ -353,6 +353,12 @@ def test_plan_labels_take_a_decomposition_run_and_skip_its_empty_decompositions(
                       planner.build("question b?")[-1]["content"]: "R, AG</workflow>"}
     # the decomposition's own steps teach the decomposer and the parts' answers
     assert [e.target for e in got if e.role in ("QDS", "AS")] == [qds.raw, "Paris"]
+    # a decomposition a budget ended labels nothing, however it scored
+    cut = Trace(id="b", question="question b?", method="jade", steps=split.steps,
+                nodes=split.nodes, status="budget", metrics={"f1": 1.0})
+    with caplog.at_level("WARNING"):
+        got = sft.examples_best_plan([("QDS", [cut])], planner, [], 0.5)
+    assert got == [] and "1 trace(s) ended at a budget" in caplog.text
     # a run that never tried QDS is still refused as the QDS plan's traces
     with pytest.raises(ValueError, match="plan 'QDS': question a"):
         sft.examples_best_plan([("QDS", docs)], planner, [], 0.5)

@@ -1,9 +1,15 @@
 """method.root_plan / method.sub_plan: plans fixed in advance run without a planner call (the
-scripted LLM has no planner rule, so a planner call would fail the run), fall back like a
-planned decomposition, and a plan that could not run is a config failure."""
+scripted LLM has no planner rule, so a planner call would fail the run), in jade and in
+mao-arag (whose AS turn would otherwise ask the planner), serial and parallel, fall back like a
+planned decomposition, and a plan that could not run is refused when the config loads."""
 
 from __future__ import annotations
 
+import re
+
+import pytest
+
+from marag.config import ConfigError, load_config
 from marag.llm.scripted import ScriptedLLM
 from marag.types import Question
 from marag.workflows import run_method
@@ -57,13 +63,48 @@ async def test_a_fixed_decomposition_without_sub_questions_falls_back(hotpot_ret
     assert any("QDS gave no sub-questions; fallback R,AG" in n for n in t.notes)
 
 
-async def test_a_fixed_plan_that_cannot_run_is_a_config_failure(hotpot_retriever, ctx_for):
-    llm = ScriptedLLM({})
+def test_a_fixed_plan_that_cannot_run_is_refused_when_the_config_loads():
     for overrides, said in [
-        (("method.root_plan=[AG, R]",), "method.root_plan"),
+        (("method.root_plan=[AG, R]",), "method.root_plan ['AG', 'R']: codes out of order"),
         (("method.root_plan=[QDS]", "method.max_depth=0"), "not allowed at this depth"),
         (("method.root_plan=[QDS, AG]",), "must be the only code"),
         (("method.sub_plan=[AG, R]",), "method.sub_plan"),
+        (("method.name=vanilla", "method.sub_plan=[R, AG]"),
+         "method.sub_plan is read by the planner methods"),
     ]:
-        t = await run_method("jade", Q, ctx_for(llm, hotpot_retriever, *overrides))
-        assert t.status == "failed" and said in t.error, (overrides, t.error)
+        with pytest.raises(ConfigError, match=re.escape(said)):
+            load_config(None, list(overrides))
+
+
+async def test_parallel_parts_take_the_fixed_sub_plan(hotpot_retriever, ctx_for):
+    llm = ScriptedLLM({
+        "QDP": "<q1>When was Arthur's Magazine started?</q1><q2>When was First for Women "
+               "started?</q2>",
+        "AG": ["<answer>1844</answer>", "<answer>1989</answer>"],
+        "AS": "<answer>Arthur's Magazine</answer>",
+    })
+    t = await run_method("jade", Q, ctx_for(llm, hotpot_retriever, "method.root_plan=[QDP]",
+                                            "method.sub_plan=[R, AG]"))
+    assert t.status == "ok" and t.answer == "Arthur's Magazine"
+    assert [n.workflow for n in t.nodes] == [["QDP"], ["R", "AG"], ["R", "AG"]]
+    assert [n.kind for n in t.nodes[1:]] == ["parallel", "parallel"]
+    # no rewrite for parallel parts: each retrieval is its part's own question
+    assert [s.doc_ids != [] for s in t.steps if s.role == "R"] == [True, True]
+    assert [s.role for s in t.steps].count("QR") == 0
+
+
+async def test_mao_arag_asks_no_planner_at_a_fixed_roots_summary(hotpot_retriever, ctx_for):
+    llm = ScriptedLLM({
+        "QDS": "<q1>When was Arthur's Magazine started?</q1><q2>When was First for Women "
+               "started?</q2>",
+        "QR": "<query>When was First for Women started?</query>",
+        "AG": ["<answer>1844</answer>", "<answer>1989</answer>"],
+        "AS": "<answer>Arthur's Magazine</answer>",
+    })
+    t = await run_method("mao-arag", Q, ctx_for(llm, hotpot_retriever, "method.name=mao-arag",
+                                                "method.root_plan=[QDS]",
+                                                "method.sub_plan=[R, AG]"))
+    assert t.status == "ok" and t.answer == "Arthur's Magazine"
+    assert not [s for s in t.steps if s.role == "planner"]
+    # mao-arag rewrites only the serial parts after the first
+    assert [s.node_id for s in t.steps if s.role == "QR"] == [2]

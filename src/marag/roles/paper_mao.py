@@ -19,6 +19,7 @@ from __future__ import annotations
 import re
 from collections.abc import Sequence
 
+from marag.config import ROLE_CODES, plan_problem
 from marag.roles import decompose, paper_select, planner, rewrite
 from marag.roles.base import Messages, Parsed, Role
 from marag.roles.prompt import DEFAULT_DOC_WORDS, render_docs, render_pairs, rewrite_line
@@ -76,10 +77,10 @@ def parse_planner(text: str, allow_decompose: bool = True, summarise: bool = Fal
     codes and separators."""
     if isinstance(text, str) and find_first(text, "workflow") is None:
         words = _PLAN_WORDS.findall(text)
-        known = {*planner.ROLE_CODES, *planner.ALIASES}
+        known = {*ROLE_CODES, *planner.ALIASES}
         if words and all(w.upper() in known for w in words):
             codes = planner.read_codes(text)
-            reason = planner.check(codes, allow_decompose, summarise)
+            reason = plan_problem(codes, allow_decompose, summarise)
             return Parsed(codes, not reason, reason)
     return planner.parse(text, allow_decompose, summarise)
 

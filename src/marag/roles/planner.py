@@ -15,7 +15,7 @@ from __future__ import annotations
 import re
 from collections.abc import Sequence
 
-from marag.config import DECOMPOSE_CODES, ROLE_CODES, SOLVING_CODES
+from marag.config import DECOMPOSE_CODES, SOLVING_CODES, plan_problem
 from marag.roles.base import Messages, Parsed, Role
 from marag.roles.prompt import chat, render_pairs
 from marag.roles.tags import find_first
@@ -105,53 +105,13 @@ def parse(text: str, allow_decompose: bool = True, summarise: bool = False,
         codes = [ALIASES.get(m.group(1), m.group(1)) for m in _KNOWN_IN_PROSE.finditer(text)]
         return Parsed(codes, False, "no <workflow> tag")
     codes = read_codes(element.body)
-    reason = check(codes, allow_decompose, summarise)
+    reason = plan_problem(codes, allow_decompose, summarise)
     return Parsed(codes, not reason, reason)
 
 
 def parse_context(allow_decompose: bool = True, pairs: Sequence[Sequence[str]] | None = None,
                   **_: object) -> dict[str, object]:
     return {"allow_decompose": allow_decompose, "summarise": pairs is not None}
-
-
-def check(codes: Sequence[str], allow_decompose: bool = True, summarise: bool = False) -> str:
-    """Why ``codes`` is not a valid plan, or ``""`` when it is. The one statement of the rule.
-
-    ``summarise``: the node's sub-questions are all solved (MAO-ARAG's AS turn), where ``AS``
-    alone is the only valid plan."""
-    codes = list(codes)
-    if not codes:
-        return "empty workflow"
-    unknown = [c for c in codes if c not in ROLE_CODES]
-    if unknown:
-        return "unknown code(s): " + ", ".join(dict.fromkeys(unknown))
-    if summarise:
-        return "" if codes == ["AS"] else "the sub-questions are solved: the only plan is AS"
-    if "AS" in codes:
-        return "AS answers a node from its solved sub-questions; this node has none"
-    if any(c in DECOMPOSE_CODES for c in codes):
-        if len(codes) > 1:
-            return "QDS/QDP must be the only code in a plan"
-        if not allow_decompose:
-            return f"{codes[0]}: decomposition is not allowed at this depth"
-        return ""
-    repeated = [c for c in dict.fromkeys(codes) if codes.count(c) > 1]
-    if repeated:
-        return "repeated code(s): " + ", ".join(repeated)
-    positions = [SOLVING_CODES.index(c) for c in codes]
-    if positions != sorted(positions):
-        return "codes out of order (expected order QR, R, DS, AG)"
-    if codes[-1] != "AG":
-        return "workflow does not end with AG"
-    if "DS" in codes and "R" not in codes:
-        return "DS without R before it"
-    return ""
-
-
-def is_solving(codes: Sequence[str]) -> bool:
-    """A plan that answers its node itself: an ordered subsequence of QR, R, DS, AG that ends
-    with AG, with DS only after R (no decomposition)."""
-    return not check(codes, allow_decompose=False)
 
 
 def allowed_text(allow_decompose: bool = True, pairs: Sequence[Sequence[str]] | None = None,

@@ -45,7 +45,7 @@ from typing import TYPE_CHECKING, Any
 
 import torch
 
-from marag.config import DECOMPOSE_CODES, Config, SFTConfig
+from marag.config import DECOMPOSE_CODES, Config, SFTConfig, plan_problem
 from marag.llm.chat import prompt_ids, text_ids
 from marag.llm.trainable import TrainableBackend
 from marag.methods import REGISTRY
@@ -85,7 +85,11 @@ def examples_best_plan(runs: Sequence[tuple[str, Sequence[Trace]]], planner: Rol
     """Plan labels (a planner's warm start, MAO-ARAG S5.4's SFT-then-PPO for a 0.5B planner
     without the trained 7B teacher): ``runs`` pairs a plan (``"R, AG"``) with the traces of a
     run that executed exactly that plan on the same questions (``vanilla`` runs ``R, AG``,
-    ``llm-only`` runs ``AG``; a trace whose root ran another plan is an error). For each
+    ``llm-only`` runs ``AG``, ``jade`` with ``method.root_plan: [QDS]`` and ``method.sub_plan``
+    runs a decomposition; a trace whose root ran another plan is an error, except one whose
+    decomposition gave no sub-questions, so that the root ran the fallback: it is skipped
+    and counted, as are failed traces and traces a budget ended, whose plan did not run to
+    its end). For each
     question the plan whose trace scored the highest F1 is the planner's label (a tie goes to
     the plan listed first), and the valid steps of that trace are the executors' examples. A
     question that no plan answers with F1 >= ``min_f1`` gives no example: nothing says which
@@ -95,20 +99,24 @@ def examples_best_plan(runs: Sequence[tuple[str, Sequence[Trace]]], planner: Rol
     the trace's method prompts ``role`` as the planner's method does; an executor example
     whose prompt would differ is an error (the example would teach a prompt the team never
     sends)."""
-    from marag.roles.planner import check, read_codes
+    from marag.roles.planner import read_codes
 
     keep = set(roles)
     best: dict[str, tuple[float, int, str, Trace]] = {}
     empty: dict[str, int] = {}  # plan -> questions whose decomposition gave no sub-questions
+    cut: dict[str, int] = {}  # plan -> traces a budget ended (status "budget")
     seen: list[set[str]] = []
     for order, (plan, traces) in enumerate(runs):
         codes = read_codes(plan)
-        problem = check(codes, True, False)
+        problem = plan_problem(codes, allow_decompose, False)
         if problem:
             raise ValueError(f"plan {plan!r} is not a plan the planner can write: {problem}")
         seen.append({t.id for t in traces})
         for t in traces:
             if t.status == "failed":
+                continue
+            if t.status == "budget":
+                cut[plan] = cut.get(plan, 0) + 1
                 continue
             ran = t.nodes[0].workflow if t.nodes else None
             if ran != codes and _decomposition_came_back_empty(t, codes):
@@ -127,6 +135,9 @@ def examples_best_plan(runs: Sequence[tuple[str, Sequence[Trace]]], planner: Rol
         log.warning("plan %r: on %d question(s) the decomposition gave no sub-questions and the "
                     "run fell back to another plan; those traces label nothing for %r",
                     plan, n, plan)
+    for plan, n in cut.items():
+        log.warning("plan %r: %d trace(s) ended at a budget (method.max_rounds) label nothing",
+                    plan, n)
     if seen and set.union(*seen) != set.intersection(*seen):
         log.warning("the plan runs hold different questions: %d of %d are in every run; the "
                     "others are labelled from the runs that have them",

@@ -33,8 +33,11 @@ and AG beside the node's question; DS's selection is what AG reads.
   call is recorded in the last round and adds no round (the synthesis is outside the loop).
 
 ``method.root_plan`` / ``method.sub_plan`` fix the plan at the root / at every sub-question
-instead of asking the planner (no planner call there; a fixed decomposition that yields no
-sub-questions falls back as a planned one does). A run with ``root_plan: [QDS]`` and
+instead of asking the planner (no planner call there, nor at ``mao-arag``'s AS turn of a fixed
+root decomposition; ``cost.turns``, which counts planner calls, is then 0 for a run whose
+every plan is fixed). A fixed decomposition that yields no sub-questions falls back as a
+planned one does. The config checks both plans when it loads (only ``jade`` and ``mao-arag``
+read them). A run with ``root_plan: [QDS]`` and
 ``sub_plan: [R, AG]`` executes "decompose serially, then retrieve and answer each part" on
 every question: the traces ``marag sft --plans`` needs to label a warm start with a
 decomposition plan.
@@ -58,8 +61,7 @@ from __future__ import annotations
 
 from collections.abc import Awaitable, Callable
 
-from marag.config import DECOMPOSE_CODES, ConfigError
-from marag.roles.planner import check, is_solving
+from marag.config import DECOMPOSE_CODES, ConfigError, is_solving
 from marag.types import Node
 from marag.workflows.engine import Run, gather_branches
 
@@ -90,13 +92,6 @@ async def solve(run: Run, *, planner_summarises: bool = False,
     cfg = run.config.method
     if not is_solving(list(cfg.fallback)):
         raise ConfigError(f"method.fallback {cfg.fallback} is not a solving workflow "
-                          "(an ordered subset of QR, R, DS, AG ending with AG)")
-    if cfg.root_plan is not None:
-        problem = check(list(cfg.root_plan), allow_decompose=cfg.max_depth > 0)
-        if problem:
-            raise ConfigError(f"method.root_plan {cfg.root_plan}: {problem}")
-    if cfg.sub_plan is not None and not is_solving(list(cfg.sub_plan)):
-        raise ConfigError(f"method.sub_plan {cfg.sub_plan} is not a solving workflow "
                           "(an ordered subset of QR, R, DS, AG ending with AG)")
     nodes = run.trace.nodes
     root = run.add_node(run.trace.question)
@@ -242,7 +237,9 @@ async def run_solving(run: Run, node: Node, workflow: list[str]) -> None:
 async def _summarise(run: Run, node: Node, ask_planner: bool) -> None:
     nodes = run.trace.nodes
     pairs = [(nodes[c].question, nodes[c].answer or "") for c in node.children]
-    if ask_planner:
+    # a fixed decomposition is the run's plan, not the planner's: its AS turn is not asked
+    fixed = node.parent is None and run.config.method.root_plan is not None
+    if ask_planner and not fixed:
         plan, _ = await run.call("planner", node.id, question=node.question, pairs=pairs,
                                  constrained=_restrict_planner(run))
         if not plan.valid:

@@ -16,7 +16,9 @@ CF=runs/data/splits-cf
 OUT=${OUT:-runs/crossfit}
 stages=("$@"); [ ${#stages[@]} -eq 0 ] && stages=(labels sft dev report)
 has() { local s; for s in "${stages[@]}"; do [ "$s" = "$1" ] && return 0; done; return 1; }
-[ -f $CF/fold-a-s320.jsonl ] || bash docs/results/qwen-runs/crossfit/run_team_s200.sh none
+# run_team_s200.sh draws the splits before it looks at its stages, so a stage name it does
+# not know ("splits") only draws them
+[ -f $CF/fold-a-s320.jsonl ] || bash docs/results/qwen-runs/crossfit/run_team_s200.sh splits
 SFT=$OUT/jade-sft-plans-a/policy          # family 1's warm start (labels AG, R, AG)
 SFT_QDS=$OUT/jade-sft-plans-qds-a/policy  # this one (labels AG, R, AG, QDS)
 
@@ -34,7 +36,8 @@ if has sft; then  # family 1's settings and order; a tie goes to the plan listed
               "QDS=$OUT/plans-a/QDS/traces.jsonl" \
       --out $OUT/jade-sft-plans-qds-a --no-progress
 fi
-if has dev; then
+if has dev; then  # family 1's warm start: trained by run_team_s200.sh, or its committed copy
+  [ -d $SFT ] || { mkdir -p "$(dirname $SFT)"; cp -r docs/results/qwen-runs/crossfit/team-s200/adapters/sft $SFT; }
   $M eval --config $CFG --method jade --adapter $SFT_QDS --dataset $CF/dev.jsonl \
       --out $OUT/dev/warm-qds --no-progress
   $M eval --config $CFG --method jade --adapter $SFT --dataset $CF/dev.jsonl \
@@ -42,5 +45,5 @@ if has dev; then
 fi
 if has report; then
   .venv/bin/python benchmarks/paired_bootstrap.py $OUT/dev/warm-qds $OUT/dev/warm --by-dataset
-  .venv/bin/marag report $OUT/dev/warm-qds $OUT/dev/warm --out $OUT/dev/report
+  $M report $OUT/dev/warm-qds $OUT/dev/warm --out $OUT/dev/report
 fi
