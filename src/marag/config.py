@@ -84,7 +84,6 @@ def is_solving(codes: Sequence[str]) -> bool:
     return not plan_problem(codes, allow_decompose=False)
 
 
-
 class ConfigError(ValueError):
     """A configuration file or override that cannot be used; the message names the key."""
 
