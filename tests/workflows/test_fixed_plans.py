@@ -16,37 +16,37 @@ from marag.workflows import run_method
 
 Q = Question("b1", "Which magazine was started first, Arthur's Magazine or First for Women?",
              ["Arthur's Magazine"])
+PARTS = ["When was Arthur's Magazine started?", "When was First for Women started?"]
+
+
+def _team(decomposer: str, **rules: object) -> ScriptedLLM:
+    """A scripted team that splits Q into PARTS with ``decomposer``, answers each part and
+    the whole; ``rules`` adds (or replaces) roles' replies."""
+    return ScriptedLLM({
+        decomposer: "".join(f"<q{i}>{q}</q{i}>" for i, q in enumerate(PARTS, 1)),
+        "AG": ["<answer>1844</answer>", "<answer>1989</answer>"],
+        "AS": "<answer>Arthur's Magazine</answer>",
+        **rules,
+    })
 
 
 async def test_a_fixed_serial_decomposition_with_fixed_sub_plans_asks_no_planner(
         hotpot_retriever, ctx_for):
-    llm = ScriptedLLM({
-        "QDS": "<q1>When was Arthur's Magazine started?</q1><q2>When was First for Women "
-               "started?</q2>",
-        "QR": ["<query>When was Arthur's Magazine started?</query>",
-               "<query>When was First for Women started?</query>"],
-        "AG": ["<answer>1844</answer>", "<answer>1989</answer>"],
-        "AS": "<answer>Arthur's Magazine</answer>",
-    })
+    llm = _team("QDS", QR=[f"<query>{q} (rewritten)</query>" for q in PARTS])
     t = await run_method("jade", Q, ctx_for(llm, hotpot_retriever, "method.root_plan=[QDS]",
                                             "method.sub_plan=[R, AG]"))
     assert t.status == "ok" and t.answer == "Arthur's Magazine"
     assert not [s for s in t.steps if s.role == "planner"]
     assert [n.workflow for n in t.nodes] == [["QDS"], ["R", "AG"], ["R", "AG"]]
     assert [n.kind for n in t.nodes[1:]] == ["serial", "serial"]
-    # each part retrieved with its own (rewritten) question
-    assert sum(1 for s in t.steps if s.role == "R") == 2
+    # each part is searched with its own rewritten question
+    assert [n.question for n in t.nodes[1:]] == [f"{q} (rewritten)" for q in PARTS]
+    assert [s.raw for s in t.steps if s.role == "R"] == [f"{q} (rewritten)" for q in PARTS]
 
 
 async def test_a_fixed_root_plan_alone_leaves_the_sub_questions_to_the_planner(
         hotpot_retriever, ctx_for):
-    llm = ScriptedLLM({
-        "QDP": "<q1>When was Arthur's Magazine started?</q1><q2>When was First for Women "
-               "started?</q2>",
-        "planner": "<workflow>AG</workflow>",
-        "AG": ["<answer>1844</answer>", "<answer>1989</answer>"],
-        "AS": "<answer>Arthur's Magazine</answer>",
-    })
+    llm = _team("QDP", planner="<workflow>AG</workflow>")
     t = await run_method("jade", Q, ctx_for(llm, hotpot_retriever, "method.root_plan=[QDP]"))
     assert t.status == "ok" and t.nodes[0].workflow == ["QDP"]
     assert [s.node_id for s in t.steps if s.role == "planner"] == [1, 2]
@@ -77,30 +77,19 @@ def test_a_fixed_plan_that_cannot_run_is_refused_when_the_config_loads():
 
 
 async def test_parallel_parts_take_the_fixed_sub_plan(hotpot_retriever, ctx_for):
-    llm = ScriptedLLM({
-        "QDP": "<q1>When was Arthur's Magazine started?</q1><q2>When was First for Women "
-               "started?</q2>",
-        "AG": ["<answer>1844</answer>", "<answer>1989</answer>"],
-        "AS": "<answer>Arthur's Magazine</answer>",
-    })
+    llm = _team("QDP")
     t = await run_method("jade", Q, ctx_for(llm, hotpot_retriever, "method.root_plan=[QDP]",
                                             "method.sub_plan=[R, AG]"))
     assert t.status == "ok" and t.answer == "Arthur's Magazine"
     assert [n.workflow for n in t.nodes] == [["QDP"], ["R", "AG"], ["R", "AG"]]
     assert [n.kind for n in t.nodes[1:]] == ["parallel", "parallel"]
-    # no rewrite for parallel parts: each retrieval is its part's own question
-    assert [s.doc_ids != [] for s in t.steps if s.role == "R"] == [True, True]
+    # no rewrite for parallel parts: each is searched with its own question
+    assert [s.raw for s in t.steps if s.role == "R"] == PARTS
     assert [s.role for s in t.steps].count("QR") == 0
 
 
 async def test_mao_arag_asks_no_planner_at_a_fixed_roots_summary(hotpot_retriever, ctx_for):
-    llm = ScriptedLLM({
-        "QDS": "<q1>When was Arthur's Magazine started?</q1><q2>When was First for Women "
-               "started?</q2>",
-        "QR": "<query>When was First for Women started?</query>",
-        "AG": ["<answer>1844</answer>", "<answer>1989</answer>"],
-        "AS": "<answer>Arthur's Magazine</answer>",
-    })
+    llm = _team("QDS", QR="<query>When was First for Women started?</query>")
     t = await run_method("mao-arag", Q, ctx_for(llm, hotpot_retriever, "method.name=mao-arag",
                                                 "method.root_plan=[QDS]",
                                                 "method.sub_plan=[R, AG]"))
