@@ -37,10 +37,9 @@ instead of asking the planner (no planner call there, nor at ``mao-arag``'s AS t
 root decomposition; ``cost.turns``, which counts planner calls, is then 0 for a run whose
 every plan is fixed). A fixed decomposition that yields no sub-questions falls back as a
 planned one does. The config checks both plans when it loads (only ``jade`` and ``mao-arag``
-read them). A run with ``root_plan: [QDS]`` and
-``sub_plan: [R, AG]`` executes "decompose serially, then retrieve and answer each part" on
-every question: the traces ``marag sft --plans`` needs to label a warm start with a
-decomposition plan.
+read them). A run with ``root_plan: [QDS]`` and ``sub_plan: [R, AG]`` executes "decompose
+serially, then retrieve and answer each part" on every question: the traces
+``marag sft --plans`` needs to label a warm start with a decomposition plan.
 
 Rules where the papers are silent:
 
@@ -163,9 +162,9 @@ async def _plan_and_run(run: Run, node: Node, rewrite_first_serial: bool = True
         first = run.trace.nodes[node.parent].children[0] == node.id
         if rewrite_first_serial or not first:
             await _self_contain(run, node)
-    fixed = cfg.root_plan if node.parent is None else cfg.sub_plan
-    if fixed is not None:  # method.root_plan / sub_plan: no planner call here
-        workflow = list(fixed)
+    fixed = _fixed_plan(run, node)
+    if fixed is not None:  # no planner call here
+        workflow = fixed
     else:
         allow = node.depth < cfg.max_depth
         plan, _ = await run.call("planner", node.id, question=node.question,
@@ -191,6 +190,14 @@ async def _plan_and_run(run: Run, node: Node, rewrite_first_serial: bool = True
     node.workflow = workflow
     await run_solving(run, node, workflow)
     return None
+
+
+def _fixed_plan(run: Run, node: Node) -> list[str] | None:
+    """The plan ``method.root_plan`` / ``method.sub_plan`` fixes at ``node``, or None when the
+    planner decides there."""
+    cfg = run.config.method
+    fixed = cfg.root_plan if node.parent is None else cfg.sub_plan
+    return None if fixed is None else list(fixed)
 
 
 async def _self_contain(run: Run, node: Node) -> None:
@@ -238,8 +245,7 @@ async def _summarise(run: Run, node: Node, ask_planner: bool) -> None:
     nodes = run.trace.nodes
     pairs = [(nodes[c].question, nodes[c].answer or "") for c in node.children]
     # a fixed decomposition is the run's plan, not the planner's: its AS turn is not asked
-    fixed = node.parent is None and run.config.method.root_plan is not None
-    if ask_planner and not fixed:
+    if ask_planner and _fixed_plan(run, node) is None:
         plan, _ = await run.call("planner", node.id, question=node.question, pairs=pairs,
                                  constrained=_restrict_planner(run))
         if not plan.valid:
