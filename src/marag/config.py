@@ -212,6 +212,12 @@ class MethodConfig(Section):
     # here against the plan rule; only the planner methods (jade, mao-arag) take them.
     root_plan: list[RoleCode] | None = None
     sub_plan: list[SolvingCode] | None = None
+    # What a serial sub-question's QR rewrite (JADE Eq. 3) does. "replace" (JADE): the rewrite
+    # becomes the sub-question. "guarded" (marag's option for small models, which often reply
+    # with a guess such as an earlier answer instead of a query): the sub-question is kept,
+    # and the rewrite is its search query only when it shares a content word with it; else the
+    # query is the sub-question followed by the earlier answers
+    serial_rewrite: Literal["replace", "guarded"] = "replace"
     top_k: int = Field(5, ge=1)
     # "decomposed": AS answers decomposed nodes only (the papers' case studies); "always":
     # the final answer always comes from AS (JADE Algorithm 1 line 32)
@@ -275,9 +281,11 @@ class MethodConfig(Section):
     self_rag_instruction: str = ""
 
     @model_validator(mode="after")
-    def _fixed_plans_run(self) -> MethodConfig:
-        fixed = {"root_plan": self.root_plan, "sub_plan": self.sub_plan}
-        given = [k for k, v in fixed.items() if v is not None]
+    def _planner_options(self) -> MethodConfig:
+        planner_only = {"root_plan": self.root_plan is not None,
+                        "sub_plan": self.sub_plan is not None,
+                        "serial_rewrite": self.serial_rewrite != "replace"}
+        given = [k for k, v in planner_only.items() if v]
         if given and self.name not in PLANNER_METHODS:
             raise ValueError(f"method.{given[0]} is read by the planner methods "
                              f"({', '.join(PLANNER_METHODS)}), not by {self.name}")

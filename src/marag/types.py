@@ -188,6 +188,9 @@ class Node:
     workflow: list[str] | None = None
     children: list[int] = field(default_factory=list)
     solved: bool = False
+    # the search query a guarded serial rewrite left for this node (method.serial_rewrite:
+    # guarded): its solving workflow retrieves with it and shows it to DS and AG
+    query: str | None = None
 
     def to_dict(self) -> dict[str, Any]:
         return _plain(self)

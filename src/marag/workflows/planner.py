@@ -18,7 +18,9 @@ its solved earlier siblings' (sub-question, answer) pairs as context (JADE Eq. 3
 rewrite becomes the node's question, so planner, retrieval and AG all see the self-contained
 form. ``jade`` rewrites every serial child, the first one included (JADE's Case 1 rewrites
 sub-task 1); ``mao-arag`` only those after the first (MAO-ARAG's Case 4 rewrites the second
-sub-question from the first answer and shows no rewrite of the first).
+sub-question from the first answer and shows no rewrite of the first). With
+``method.serial_rewrite: guarded`` (an option for small models) the sub-question is kept and
+the rewrite is only its search query, and only when it shares a content word with it.
 
 Within a solving workflow each agent's output joins the context of the agents after it
 (JADE Algorithm 1, lines 13 and 19): QR's rewrite is the retrieval query and is shown to DS
@@ -61,6 +63,7 @@ from __future__ import annotations
 from collections.abc import Awaitable, Callable
 
 from marag.config import DECOMPOSE_CODES, ConfigError, is_solving
+from marag.roles.prompt import content_words
 from marag.types import Node
 from marag.workflows.engine import Run, gather_branches
 
@@ -201,20 +204,46 @@ def _fixed_plan(run: Run, node: Node) -> list[str] | None:
 
 
 async def _self_contain(run: Run, node: Node) -> None:
-    """Rewrite a serial sub-question with its solved earlier siblings' answers."""
+    """Rewrite a serial sub-question with its solved earlier siblings' answers.
+
+    ``method.serial_rewrite: replace`` (JADE Eq. 3): a valid rewrite becomes the node's
+    question. ``guarded``: the question is kept, and ``node.query`` (the query its solving
+    workflow retrieves with) is the rewrite when ``guarded_query`` accepts it."""
     nodes = run.trace.nodes
     sibs = nodes[node.parent].children  # type: ignore[index]
     done = [(nodes[s].question, nodes[s].answer or "") for s in sibs[: sibs.index(node.id)]]
     p, _ = await run.call("QR", node.id, question=node.question, context=done,
                           original=run.trace.question)
-    if p.valid and isinstance(p.value, str) and p.value.strip():
-        node.question = p.value.strip()
+    rewrite = p.value.strip() if p.valid and isinstance(p.value, str) else ""
+    if run.config.method.serial_rewrite == "replace":
+        if rewrite:
+            node.question = rewrite
+        return
+    node.query = guarded_query(node.question, rewrite, [a for _, a in done])
+    if node.query != rewrite:
+        run.note(f"node {node.id}: serial rewrite {rewrite!r} not used as the query "
+                 f"(shares no content word with the sub-question)")
+
+
+def guarded_query(question: str, rewrite: str, answers: list[str]) -> str | None:
+    """The search query for a serial sub-question under ``serial_rewrite: guarded``.
+
+    ``rewrite`` when it shares a content word with ``question`` (a small model's "rewrite" is
+    often a guess, an earlier answer, or its prompt's example, none of which asks the
+    sub-question); otherwise the sub-question followed by the earlier answers it may refer
+    to, or None (the sub-question itself) when there are none."""
+    if rewrite and not content_words(rewrite).isdisjoint(content_words(question)):
+        return rewrite
+    known = [a.strip() for a in answers if a and a.strip()]
+    return " ".join([question.strip(), *known]) if known else None
 
 
 async def run_solving(run: Run, node: Node, workflow: list[str]) -> None:
     """Execute a solving workflow on ``node`` and write its answer."""
     k = run.config.method.top_k
-    rewrite: str | None = None  # QR's output: this round's context for R, DS and AG
+    # QR's output: this round's context for R, DS and AG (a guarded serial rewrite's query
+    # until the workflow's own QR replaces it)
+    rewrite: str | None = node.query
     docs = None
     skip = run.config.method.skip_codes
     for code in workflow:
