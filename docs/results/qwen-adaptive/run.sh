@@ -22,7 +22,10 @@ mkdir -p $OUT
 for m in llm-only vanilla ircot; do
   $M eval --method $m --dataset $OUT/train.jsonl "${COMMON[@]}" --out $OUT/strategy-$m
 done
+# A three-way label on a short prompt needs little capacity: LoRA rank 8 (a 17 MB float32
+# adapter, half of rank 16's) and 2 epochs over the 200 labels.
 $M sft --method adaptive-rag --model qwen2.5-coder-0.5b --set method.top_k=5 \
+    --set sft.lora.r=8 --set sft.lora.alpha=16 --set sft.epochs=2 \
     --plans A=$OUT/strategy-llm-only/traces.jsonl B=$OUT/strategy-vanilla/traces.jsonl \
             C=$OUT/strategy-ircot/traces.jsonl \
     --exclude-ids $CF/train-a.exclude.ids --out $OUT/classifier --no-progress
