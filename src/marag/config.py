@@ -216,7 +216,8 @@ class MethodConfig(Section):
     # becomes the sub-question. "guarded" (marag's option for small models, which often reply
     # with a guess such as an earlier answer instead of a query): the sub-question is kept,
     # and the rewrite is its search query only when it shares a content word with it; else the
-    # query is the sub-question followed by the earlier answers
+    # query is the sub-question followed by the earlier answers. It serves the part's solving
+    # workflow (R, DS, AG, its own QR); the planner and a decomposer still see the question
     serial_rewrite: Literal["replace", "guarded"] = "replace"
     top_k: int = Field(5, ge=1)
     # "decomposed": AS answers decomposed nodes only (the papers' case studies); "always":

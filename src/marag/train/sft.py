@@ -90,9 +90,9 @@ def examples_best_plan(runs: Sequence[tuple[str, Sequence[Trace]]], planner: Rol
     decomposition gave no sub-questions, so that the root ran the fallback: it is skipped
     and counted, as are failed traces and traces a budget ended, whose plan did not run to
     its end). For each question the plan whose trace scored the highest F1 is the planner's
-    label (a tie goes to the plan listed first), and the valid steps of that trace are the executors' examples. A
-    question that no plan answers with F1 >= ``min_f1`` gives no example: nothing says which
-    plan would have been right. ``roles`` limits the examples to those roles (empty: every
+    label (a tie goes to the plan listed first), and the valid steps of that trace are the
+    executors' examples. A question that no plan answers with F1 >= ``min_f1`` gives no
+    example: nothing says which plan would have been right. ``roles`` limits the examples to those roles (empty: every
     role). ``allow_decompose`` is what the planner is told at the root (the engine's
     ``0 < method.max_depth``). ``same_prompt(role, trace_method)``, when given, says whether
     the trace's method prompts ``role`` as the planner's method does; an executor example

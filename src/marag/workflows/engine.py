@@ -209,7 +209,7 @@ class Run:
     def report_nodes(self) -> None:
         """Tell listeners about every node whose state changed since it was last reported."""
         for node in self.trace.nodes:
-            state = (node.question, node.answer, node.solved, len(node.children),
+            state = (node.question, node.query, node.answer, node.solved, len(node.children),
                      None if node.workflow is None else tuple(node.workflow))
             if self._seen.get(node.id) != state:
                 self._seen[node.id] = state

@@ -70,7 +70,8 @@ from marag.workflows.engine import Run, gather_branches
 # The kind of the child nodes each decomposition code makes (QDS serial, QDP parallel).
 DECOMPOSE = dict(zip(DECOMPOSE_CODES, ("serial", "parallel"), strict=True))
 
-__all__ = ["is_solving", "jade", "mao_arag", "next_ready", "run_solving", "solve"]
+__all__ = ["guarded_query", "is_solving", "jade", "mao_arag", "next_ready", "run_solving",
+           "solve"]
 
 
 async def jade(run: Run) -> None:
@@ -184,6 +185,7 @@ async def _plan_and_run(run: Run, node: Node, rewrite_first_serial: bool = True
         subs = subs[: cfg.max_subquestions]
         if subs:
             node.workflow = workflow
+            node.query = None  # a guarded serial query serves a solving workflow only
             return DECOMPOSE[code], subs
         workflow = list(cfg.fallback)
         run.note(f"node {node.id}: {code} gave no sub-questions; fallback {','.join(workflow)}")
@@ -207,20 +209,26 @@ async def _self_contain(run: Run, node: Node) -> None:
     """Rewrite a serial sub-question with its solved earlier siblings' answers.
 
     ``method.serial_rewrite: replace`` (JADE Eq. 3): a valid rewrite becomes the node's
-    question. ``guarded``: the question is kept, and ``node.query`` (the query its solving
-    workflow retrieves with) is the rewrite when ``guarded_query`` accepts it."""
+    question. ``guarded``: the question is kept, and ``node.query`` (what its solving
+    workflow retrieves with, shows DS and AG, and hands its own QR) is ``guarded_query``'s;
+    a rewrite it refuses is recorded invalid. The planner and a decomposer still see the
+    question; a decomposed node drops its query."""
     nodes = run.trace.nodes
     sibs = nodes[node.parent].children  # type: ignore[index]
     done = [(nodes[s].question, nodes[s].answer or "") for s in sibs[: sibs.index(node.id)]]
-    p, _ = await run.call("QR", node.id, question=node.question, context=done,
-                          original=run.trace.question)
+    p, step = await run.call("QR", node.id, question=node.question, context=done,
+                             original=run.trace.question)
     rewrite = p.value.strip() if p.valid and isinstance(p.value, str) else ""
     if run.config.method.serial_rewrite == "replace":
         if rewrite:
             node.question = rewrite
         return
     node.query = guarded_query(node.question, rewrite, [a for _, a in done])
-    if node.query != rewrite:
+    if not rewrite:
+        run.note(f"node {node.id}: no valid serial rewrite; the sub-question is the query")
+    elif node.query != rewrite:
+        # recorded invalid, so SFT does not learn the guess and training sees a bad reply
+        step.valid, step.reason = False, "rewrite shares no content word with the sub-question"
         run.note(f"node {node.id}: serial rewrite {rewrite!r} not used as the query "
                  f"(shares no content word with the sub-question)")
 
@@ -250,8 +258,8 @@ async def run_solving(run: Run, node: Node, workflow: list[str]) -> None:
         if code in skip:
             run.note(f"node {node.id}: {code} skipped (method.skip_codes)")
             continue
-        if code == "QR":
-            p, _ = await run.call("QR", node.id, question=node.question)
+        if code == "QR":  # a guarded serial query is rewritten, since it names earlier answers
+            p, _ = await run.call("QR", node.id, question=node.query or node.question)
             if p.valid and isinstance(p.value, str) and p.value.strip():
                 rewrite = p.value.strip()
         elif code == "R":
