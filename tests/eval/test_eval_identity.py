@@ -34,3 +34,25 @@ def test_a_different_run_names_only_what_an_evaluation_reads(tmp_path):
     with pytest.raises(RunDirError) as e:
         open_run_dir(tmp_path, new)
     assert "limit: 5 -> None" in str(e.value) and "train" not in str(e.value)
+
+
+def test_a_run_recorded_before_a_setting_existed_resumes_at_its_default(tmp_path):
+    new = _identity(["method.name=jade"])
+    method = {k: v for k, v in new["config"]["method"].items() if k != "serial_rewrite"}
+    old = {**new, "config": {**new["config"], "method": method}}
+    open_run_dir(tmp_path / "a", old)  # written by a marag without method.serial_rewrite
+    assert len(open_run_dir(tmp_path / "a", new).manifest["resumes"]) == 1
+    # the new setting away from its default is a different run
+    open_run_dir(tmp_path / "b", old)
+    with pytest.raises(RunDirError, match="serial_rewrite: 'replace' -> 'guarded'"):
+        open_run_dir(tmp_path / "b", _identity(["method.name=jade",
+                                                "method.serial_rewrite=guarded"]))
+
+
+def test_a_run_recorded_with_a_setting_since_removed_is_a_different_run(tmp_path):
+    new = _identity(["method.name=jade"])
+    old = {**new, "config": {**new["config"],
+                             "method": {**new["config"]["method"], "gone": 3}}}
+    open_run_dir(tmp_path, old)
+    with pytest.raises(RunDirError, match="method.gone: 3 -> None"):
+        open_run_dir(tmp_path, new)

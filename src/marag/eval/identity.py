@@ -33,12 +33,19 @@ def config_identity(config: Config) -> dict[str, Any]:
 
 
 def comparable_identity(identity: dict[str, Any]) -> dict[str, Any]:
-    """An identity as today's ``config_identity`` would write it: run directories made before
-    train/sft left the identity still resume."""
+    """An identity as today's ``config_identity`` would write it, so older run directories
+    still resume: the train/sft sections they recorded are left out, and a setting added to
+    marag since then takes its default (what the run computed before the setting existed).
+    A recorded config today's schema refuses (a setting since removed) is compared as it is."""
     config = identity.get("config")
     if not isinstance(config, dict):
         return identity
-    return {**identity, "config": {k: v for k, v in config.items() if k not in NOT_EVAL_SECTIONS}}
+    config = {k: v for k, v in config.items() if k not in NOT_EVAL_SECTIONS}
+    try:
+        config = config_identity(Config.model_validate(config))
+    except ValueError:
+        pass
+    return {**identity, "config": config}
 
 
 def versions() -> dict[str, str]:
