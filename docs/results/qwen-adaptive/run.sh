@@ -19,13 +19,21 @@ COMMON=(--model qwen2.5-coder-0.5b --index runs/data/all-bm25 --set method.top_k
 mkdir -p $OUT
 [ -f $OUT/train.jsonl ] || .venv/bin/python benchmarks/stratified_subsample.py \
     $CF/fold-a.jsonl -n $N --seed 39 --out $OUT/train
-for m in llm-only vanilla ircot; do
+for m in llm-only vanilla; do
   $M eval --method $m --dataset $OUT/train.jsonl "${COMMON[@]}" --out $OUT/strategy-$m
 done
+# C (ircot, the costly one: ~45 s a question here) runs only on the questions neither A nor B
+# answered, which gives the same labels (adaptive_unanswered.py). The list is written once;
+# DONE names traces of an earlier C run whose questions it leaves out.
+[ -f $OUT/unanswered.jsonl ] || .venv/bin/python benchmarks/adaptive_unanswered.py \
+    $OUT/train.jsonl --a $OUT/strategy-llm-only/traces.jsonl \
+    --b $OUT/strategy-vanilla/traces.jsonl --done ${DONE:-} --out $OUT/unanswered.jsonl
+$M eval --method ircot --dataset $OUT/unanswered.jsonl "${COMMON[@]}" --out $OUT/strategy-ircot
+cat $OUT/strategy-ircot*/traces.jsonl > $OUT/c-traces.jsonl
 # A three-way label on a short prompt needs little capacity: LoRA rank 8 (a 17 MB float32
 # adapter, half of rank 16's) and 2 epochs over the 200 labels.
 $M sft --method adaptive-rag --model qwen2.5-coder-0.5b --set method.top_k=5 \
     --set sft.lora.r=8 --set sft.lora.alpha=16 --set sft.epochs=2 \
     --plans A=$OUT/strategy-llm-only/traces.jsonl B=$OUT/strategy-vanilla/traces.jsonl \
-            C=$OUT/strategy-ircot/traces.jsonl \
+            C=$OUT/c-traces.jsonl \
     --exclude-ids $CF/train-a.exclude.ids --out $OUT/classifier --no-progress

@@ -1,0 +1,67 @@
+"""The training questions Adaptive-RAG's multi-step strategy still has to label.
+
+Adaptive-RAG's silver label (marag.train.adaptive_labels) is the simplest strategy that
+answers a question: ``A`` (llm-only) before ``B`` (vanilla) before ``C`` (ircot). A question
+that A or B answers is labelled without C, so the costly ``ircot`` run is needed only on the
+questions neither answered; running it on those alone gives the same labels.
+
+    python benchmarks/adaptive_unanswered.py runs/qwen-adaptive/train.jsonl \\
+        --a runs/qwen-adaptive/strategy-llm-only/traces.jsonl \\
+        --b runs/qwen-adaptive/strategy-vanilla/traces.jsonl \\
+        [--done C_TRACES ...] [--min-f1 1.0] --out runs/qwen-adaptive/unanswered.jsonl
+
+writes the question records (as in the questions file) that A and B left unanswered, less
+those a ``--done`` traces file already holds; prints how many.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+from collections.abc import Iterable, Sequence
+
+from marag.train.adaptive_labels import silver_labels
+from marag.types import Trace, read_jsonl
+
+
+def unanswered(records: Sequence[dict], a: Iterable[Trace], b: Iterable[Trace],
+               done: Iterable[str] = (), min_f1: float = 1.0) -> list[dict]:
+    """``records`` whose silver label from A and B alone is the dataset's bias (neither
+    answered them), in their order, less the ids in ``done``. A question missing from A or
+    B is an error: its label cannot be known."""
+    a, b = list(a), list(b)
+    for name, traces in (("A", a), ("B", b)):
+        missing = {str(r["id"]) for r in records} - {t.id for t in traces}
+        if missing:
+            raise ValueError(f"{len(missing)} questions have no {name} trace, e.g. "
+                             f"{min(missing)!r}")
+    labels = silver_labels({"A": a, "B": b}, min_f1)
+    skip = set(done)
+    return [r for r in records
+            if labels[str(r["id"])][1] == "dataset bias" and str(r["id"]) not in skip]
+
+
+def main(argv: list[str] | None = None) -> int:
+    ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    ap.add_argument("questions", help="the training questions (JSONL, FlashRAG's format)")
+    ap.add_argument("--a", required=True, help="llm-only traces")
+    ap.add_argument("--b", required=True, help="vanilla traces")
+    ap.add_argument("--done", nargs="*", default=[],
+                    help="traces files whose questions need no new C run")
+    ap.add_argument("--min-f1", type=float, default=1.0, help="as marag sft's sft.min_f1")
+    ap.add_argument("--out", required=True)
+    args = ap.parse_args(argv)
+    with open(args.questions, encoding="utf-8") as f:
+        records = [json.loads(line) for line in f if line.strip()]
+    done = {t.id for path in args.done for t in read_jsonl(path, Trace)}
+    rows = unanswered(records, read_jsonl(args.a, Trace), read_jsonl(args.b, Trace), done,
+                      args.min_f1)
+    with open(args.out, "w", encoding="utf-8") as f:
+        f.writelines(json.dumps(r, ensure_ascii=False) + "\n" for r in rows)
+    print(f"{len(rows)} of {len(records)} questions left for C ({len(done)} already done) "
+          f"-> {args.out}")
+    return 0
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())

@@ -1,0 +1,63 @@
+"""benchmarks/adaptive_unanswered.py: the multi-step strategy runs only where it can still
+change a silver label, and the labels come out the same as from a run on every question."""
+
+from __future__ import annotations
+
+import json
+
+import pytest
+
+from marag.train.adaptive_labels import silver_labels
+from marag.types import Trace, write_jsonl
+from test_benchmark_plan_scripts import load
+
+RECORDS = [{"id": q, "question": f"question {q}?", "golden_answers": ["x"], "dataset": d}
+           for q, d in [("n1", "nq_open"), ("n2", "nq_open"), ("h1", "hotpotqa"),
+                        ("h2", "hotpotqa"), ("m1", "musique")]]
+
+
+def _run(method: str, f1: dict[str, float], failed: tuple[str, ...] = ()) -> list[Trace]:
+    return [Trace(id=r["id"], question=r["question"], method=method, dataset=r["dataset"],
+                  status="failed" if r["id"] in failed else "ok",
+                  metrics={"f1": f1.get(r["id"], 0.0)}) for r in RECORDS]
+
+
+A = _run("llm-only", {"n1": 1.0})
+B = _run("vanilla", {"n1": 1.0, "h1": 1.0, "n2": 0.5}, failed=("m1",))
+
+
+def test_only_questions_neither_a_nor_b_answered_are_left_for_c():
+    mod = load("adaptive_unanswered")
+    assert [r["id"] for r in mod.unanswered(RECORDS, A, B)] == ["n2", "h2", "m1"]
+    assert [r["id"] for r in mod.unanswered(RECORDS, A, B, done={"h2"})] == ["n2", "m1"]
+    # a partial answer counts at a lower threshold, as sft.min_f1 would
+    assert [r["id"] for r in mod.unanswered(RECORDS, A, B, min_f1=0.5)] == ["h2", "m1"]
+
+
+def test_the_labels_are_those_of_a_c_run_on_every_question():
+    mod = load("adaptive_unanswered")
+    c_all = _run("ircot", {"h1": 1.0, "h2": 1.0, "n1": 1.0})
+    left = {r["id"] for r in mod.unanswered(RECORDS, A, B)}
+    c_part = [t for t in c_all if t.id in left]
+    assert silver_labels({"A": A, "B": B, "C": c_part}) == silver_labels(
+        {"A": A, "B": B, "C": c_all})
+
+
+def test_a_question_without_an_a_or_b_trace_is_refused():
+    mod = load("adaptive_unanswered")
+    with pytest.raises(ValueError, match="1 questions have no B trace"):
+        mod.unanswered(RECORDS, A, B[:-1])
+
+
+def test_the_command_writes_the_records(tmp_path, capsys):
+    mod = load("adaptive_unanswered")
+    q = tmp_path / "train.jsonl"
+    q.write_text("".join(json.dumps(r) + "\n" for r in RECORDS))
+    write_jsonl(tmp_path / "a.jsonl", A)
+    write_jsonl(tmp_path / "b.jsonl", B)
+    write_jsonl(tmp_path / "c.jsonl", [t for t in _run("ircot", {}) if t.id == "n2"])
+    out = tmp_path / "left.jsonl"
+    assert mod.main([str(q), "--a", str(tmp_path / "a.jsonl"), "--b", str(tmp_path / "b.jsonl"),
+                     "--done", str(tmp_path / "c.jsonl"), "--out", str(out)]) == 0
+    assert [json.loads(line) for line in out.read_text().splitlines()] == RECORDS[3:]
+    assert "2 of 5 questions left for C (1 already done)" in capsys.readouterr().out
