@@ -94,10 +94,10 @@ def examples_best_plan(runs: Sequence[tuple[str, Sequence[Trace]]], planner: Rol
     executors' examples. A question that no plan answers with F1 >= ``min_f1`` gives no
     example: nothing says which plan would have been right. ``roles`` limits the examples
     to those roles (empty: every role). ``allow_decompose`` is what the planner is told at
-    the root (the engine's ``0 < method.max_depth``). ``same_prompt(role, trace_method)``, when given, says whether
-    the trace's method prompts ``role`` as the planner's method does; an executor example
-    whose prompt would differ is an error (the example would teach a prompt the team never
-    sends)."""
+    the root (the engine's ``0 < method.max_depth``). ``same_prompt(role, trace_method)``,
+    when given, says whether the trace's method prompts ``role`` as the planner's method
+    does; an executor example whose prompt would differ is an error (the example would teach
+    a prompt the team never sends)."""
     from marag.roles.planner import read_codes
 
     keep = set(roles)
