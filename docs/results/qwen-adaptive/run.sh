@@ -6,8 +6,8 @@
 # multi-step (ircot); a question none answers takes its dataset's bias (B single-hop, C
 # multi-hop). marag runs the three strategies on a seeded, stratified 200 of fold A
 # (docs/results/qwen-runs/SPLITS.md; never the confirmation set the tables use), then LoRA-SFTs
-# the shared backbone's classifier role on the labels. Written 2026-11-27, not run yet (the
-# CPU went to the tables). Every stage resumes (marag eval/sft do).
+# the shared backbone's classifier role on the labels. First run 2026-11-28; its state is in
+# README.md beside it.    Every stage resumes (marag eval/sft do).
 # From the repository root:  bash docs/results/qwen-adaptive/run.sh
 set -euo pipefail
 M=${MARAG:-.venv/bin/marag}
