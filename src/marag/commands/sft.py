@@ -45,8 +45,9 @@ def register(sub: Any) -> None:
                           "exactly that plan on the same questions (vanilla runs 'R, AG', "
                           "llm-only runs 'AG', jade with --set 'method.root_plan=[QDS]' "
                           "--set 'method.sub_plan=[R, AG]' runs 'QDS'); each question's "
-                          "best-scoring plan is the planner's label and its trace's steps the executors' examples "
-                          "(F1 >= sft.min_f1; ties go to the plan listed first). With --method "
+                          "best-scoring plan is the planner's label and its trace's steps "
+                          "the executors' examples (F1 >= sft.min_f1; ties go to the plan "
+                          "listed first). With --method "
                           "adaptive-rag: A=FILE B=FILE C=FILE, runs of llm-only, vanilla and "
                           "ircot, Adaptive-RAG's silver labels for its classifier")
     p.add_argument("--dataset", help="question file for --recipe")
