@@ -6,16 +6,13 @@ guesses such as its prompt example's "Steven Spielberg")."""
 from __future__ import annotations
 
 import pytest
+from tests.workflows.test_fixed_plans import PARTS, Q
 
 from marag.config import ConfigError, load_config
 from marag.llm.scripted import ScriptedLLM
-from marag.types import Question
 from marag.workflows import run_method
 from marag.workflows.planner import guarded_query
 
-Q = Question("b1", "Which magazine was started first, Arthur's Magazine or First for Women?",
-             ["Arthur's Magazine"])
-PARTS = ["When was Arthur's Magazine started?", "When was First for Women started?"]
 # part 1's rewrite is a query; part 2's is a guess (the earlier answer)
 REWRITES = ["<query>Arthur's Magazine start date</query>", "<query>1844</query>"]
 
