@@ -9,6 +9,10 @@
 # held-out folds. Every stage resumes (marag eval/sft do). From the repository root:
 #   bash docs/results/qwen-runs/crossfit/run_qds_labels.sh [stage ...]
 #   stages: labels sft dev report
+# Not run with Qwen2.5-Coder-0.5B: the probe (probe-decomposition/README.md, 40 of the same
+# questions) found a fixed QDS, with its serial rewrite replaced or guarded, strictly better
+# than both `AG` and `R, AG` on 1-2 of 40, so these labels would still teach `R, AG` almost
+# everywhere. Kept for a backbone whose decomposer writes useful parts.
 set -euo pipefail
 M=${MARAG:-.venv/bin/marag}
 CFG=configs/qwen/jade-train.yaml
