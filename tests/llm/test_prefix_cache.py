@@ -173,3 +173,56 @@ async def test_a_grown_prompt_reuses_the_prefix_it_shares_with_an_entry(tiny):
     n, kv = cache.longest(head)
     assert n == 20 and kv[0][0].shape[2] == 20 and stats.prefix_tokens == before
     assert cache.longest((-1,) * 20) == (0, None)
+
+
+def _kv(n):
+    import torch
+
+    return [(torch.arange(n, dtype=torch.float32).view(1, 1, n, 1),) * 2]
+
+
+def test_no_entry_is_a_prefix_of_another():
+    from marag.llm.hf_decode import PrefixCache
+
+    cache = PrefixCache()
+    head = tuple(range(20))
+    cache.put(head, _kv(20))
+    longer = head + (7, 8, 9)
+    cache.put(longer, _kv(23))  # extends the first entry: replaces it
+    assert len(cache) == 1 and cache.tokens == 23 and cache.get(head) is None
+    n, kv = cache.longest(head)  # the first key is still served, cut from the longer entry
+    assert n == 20 and kv[0][0].shape[2] == 20
+    cache.put(head, kv)  # a key inside an entry is not stored twice
+    assert len(cache) == 1 and cache.tokens == 23
+
+
+def test_token_budget_evicts_the_least_recent():
+    from marag.llm.hf_decode import PrefixCache
+
+    cache = PrefixCache(max_entries=10, max_tokens=50)
+    for first in (1, 2, 3):
+        cache.put((first,) * 20, _kv(20))
+    assert len(cache) == 2 and cache.tokens == 40 and cache.get((1,) * 20) is None
+    with pytest.raises(ValueError):
+        PrefixCache(max_tokens=0)
+
+
+def test_as_many_growing_conversations_as_the_old_entry_count_keep_their_prefixes():
+    # IRCoT with 16 questions in flight: each step's prefix is the shared head, the
+    # question's paragraphs so far (grown by appending) and its question; step after step,
+    # every question must find its own previous paragraphs, not only the shared head
+    from marag.llm.hf_decode import PrefixCache
+
+    cache = PrefixCache()
+    head = tuple(range(100))
+    cache.put(head, _kv(100))
+    found = []
+    for step in range(1, 5):
+        for q in range(16):
+            paras = tuple(1000 + 100 * q + i for i in range(10 * step))
+            key = head + paras + (-q - 1,)  # the question's own tokens come after
+            n, _ = cache.longest(key)
+            found.append((step, n))
+            cache.put(key, _kv(len(key)))
+    later = [n for step, n in found if step > 1]
+    assert min(later) >= 100 + 10  # always its own last paragraphs, beyond the head

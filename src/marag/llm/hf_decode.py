@@ -216,18 +216,30 @@ def _choose(rows: list[Row], logits: torch.Tensor,
 class PrefixCache:
     """KV of recently seen prompt prefixes (token ids -> per-layer keys/values of one row).
 
-    Least-recently-used entries are dropped beyond ``max_entries``, so memory stays bounded
-    by ``max_entries`` x the longest prefix. ``hits``/``misses`` count lookups and
+    Least-recently-used entries are dropped beyond ``max_entries`` entries or ``max_tokens``
+    cached tokens in all, so memory stays bounded. ``hits``/``misses`` count lookups and
     ``reused_tokens`` the prompt tokens whose prefill a hit saved. A miss may still start
     from the longest common prefix it shares with an entry (``longest``, counted in
     ``partial_hits``): a role whose prompt grows by appending (IRCoT's paragraphs, a
     continued trajectory) then computes only what is new.
+
+    No entry is a prefix of another: a key that extends entries replaces them (the longer
+    KV holds theirs, and ``longest`` cuts it back), and a key inside an entry is not stored.
+    Otherwise every conversation in flight would keep one superseded entry per turn, and
+    with as many conversations as entries the least-recently-used rule would evict each
+    one's latest prefix just before its next turn (a cyclic access pattern), so a grown
+    prompt would find only the shared system prefix.
     """
 
-    def __init__(self, max_entries: int = 16) -> None:
+    def __init__(self, max_entries: int = 64, max_tokens: int = 65536) -> None:
+        if max_entries < 1 or max_tokens < 1:
+            raise ValueError(f"PrefixCache needs max_entries >= 1 and max_tokens >= 1, "
+                             f"got {max_entries}, {max_tokens}")
         self.max_entries = max_entries
+        self.max_tokens = max_tokens
         self._entries: OrderedDict[tuple[int, ...], list[tuple[torch.Tensor, torch.Tensor]]]
         self._entries = OrderedDict()
+        self.tokens = 0  # cached tokens, all entries together
         self.hits = 0
         self.misses = 0
         self.partial_hits = 0
@@ -258,11 +270,23 @@ class PrefixCache:
         return best, [(k[:, :, :best], v[:, :, :best]) for k, v in self._entries[best_key]]
 
     def put(self, key: tuple[int, ...], kv: list[tuple[torch.Tensor, torch.Tensor]]) -> None:
+        """Keep ``kv`` under ``key``, unless an entry already holds it (``key`` is a prefix
+        of that entry's); entries whose keys are prefixes of ``key`` are dropped."""
         self.misses += 1
+        n = len(key)
+        if any(len(k) >= n and k[:n] == key for k in self._entries):
+            return
+        for k in [k for k in self._entries if len(k) < n and key[:len(k)] == k]:
+            self._drop(k)
         self._entries[key] = kv
-        self._entries.move_to_end(key)
-        while len(self._entries) > self.max_entries:
-            self._entries.popitem(last=False)
+        self.tokens += n
+        while len(self._entries) > 1 and (len(self._entries) > self.max_entries
+                                          or self.tokens > self.max_tokens):
+            self._drop(next(iter(self._entries)))
+
+    def _drop(self, key: tuple[int, ...]) -> None:
+        del self._entries[key]
+        self.tokens -= len(key)
 
     def __len__(self) -> int:
         return len(self._entries)
@@ -270,6 +294,7 @@ class PrefixCache:
     def clear(self) -> None:
         """Drop every entry (the model's weights changed, so the cached KV is stale)."""
         self._entries.clear()
+        self.tokens = 0
 
 
 def _common_prefix(a: tuple[int, ...], b: tuple[int, ...]) -> int:
@@ -287,7 +312,7 @@ class BatchDecoder:
     """Decodes rows with a shared KV cache. Not thread-safe: callers serialise ``run``."""
 
     def __init__(self, model: Any, tokenizer: Any, *, bf16_autocast: bool = False,
-                 prefix_cache: bool = False, prefix_entries: int = 16,
+                 prefix_cache: bool = False, prefix_entries: int = 64,
                  static_len: int = 0, cuda_graphs: bool = True) -> None:
         self.model = model
         self.tokenizer = tokenizer

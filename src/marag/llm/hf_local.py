@@ -80,7 +80,7 @@ class HFBackend:
                  max_batch_size: int = 16, batch_wait_ms: float = 5.0,
                  bf16_autocast: bool = False, model: Any = None, tokenizer: Any = None,
                  cache_dir: str | None = None, prefix_cache: bool = True,
-                 prefix_entries: int = 16, adapters: list[str] | tuple[str, ...] = (),
+                 prefix_entries: int = 64, adapters: list[str] | tuple[str, ...] = (),
                  static_cache: int = 0, cuda_graphs: bool = True) -> None:
         from marag.llm.hf_decode import BatchDecoder
 
