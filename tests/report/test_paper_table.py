@@ -146,3 +146,19 @@ def test_every_default_adapter_is_a_committed_one_for_its_model():
     sr1 = {p.row.label: p for p in pt.plan_rows(pt.load_paper("jade"), "qwen2.5-coder-0.5b")}
     search_r1 = next(p for label, p in sr1.items() if label.startswith("Search-R1"))
     assert (search_r1.method, search_r1.adapter) == ("search-r1", "qwen-search-r1")
+
+
+def test_a_role_trained_adapter_serves_that_role_alone():
+    from marag.config import load_config
+
+    config = load_config(overrides=["llms.default.model=qwen2.5-coder-0.5b"])
+    jade = pt.with_row_adapter(config, "jade", "qwen-jade")
+    assert jade.llms["default"].adapter == ["qwen-jade"] and set(jade.llms) == {"default"}
+    ada = pt.with_row_adapter(config, "adaptive-rag", "qwen-adaptive")
+    # Adaptive-RAG: the classifier takes the adapter; the strategies run the plain backbone
+    assert ada.llms["default"].adapter == []
+    assert ada.backend_for("adaptive.classify") == pt.ROLE_LLM
+    assert ada.llms[pt.ROLE_LLM].adapter == ["qwen-adaptive"]
+    assert ada.llms[pt.ROLE_LLM].model == "qwen2.5-coder-0.5b"
+    assert ada.backend_for("AG") == ada.backend_for("ircot") == "default"
+    assert config.llms["default"].adapter == []  # the row's config is a copy

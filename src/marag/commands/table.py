@@ -131,19 +131,18 @@ def _run_row(args: argparse.Namespace, base: list[str], plan: Any, datasets: lis
     """Every dataset of one row (one model load); a failure of the row or of one dataset is
     recorded in its cells and the table goes on."""
     import asyncio
-    import json
 
     from marag.commands.options import load_run_config
-    from marag.report.paper_table import Cell
+    from marag.report.paper_table import Cell, with_row_adapter
 
     row = plan.row
     # the row's own needs first: the command line's --set still wins
     overrides = [*plan.overrides, *base, f"method.name={plan.method}"]
-    if plan.adapter:
-        overrides.append(f"llms.default.adapter={json.dumps([plan.adapter])}")
     cells: dict[Any, Any] = {}
     try:
         config = load_run_config(argparse.Namespace(config=args.config), overrides)
+        if plan.adapter:
+            config = with_row_adapter(config, row.method, plan.adapter)
         results = asyncio.run(_evaluate_row(args, config, plan, datasets, files, ids, out))
     except Exception as e:  # noqa: BLE001 - one row's failure must not lose the table
         print(f"marag table: row {row.label!r} failed: {e}", file=sys.stderr)

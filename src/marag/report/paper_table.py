@@ -72,6 +72,30 @@ def self_rag_problem(model: str, backend: str | None) -> str:
     return ""
 
 
+# rows whose adapter was trained for one role alone: it serves that role only (a copy of the
+# default LLM with the adapter), and the row's other roles run the untrained backbone.
+# Adaptive-RAG's classifier is a model of its own in the paper (T5-large), and its strategies
+# (no retrieval, single-step, IRCoT) are the untrained LLM's.
+ADAPTER_ROLES: dict[str, str] = {"adaptive-rag": "adaptive.classify"}
+# the llms entry that serves such a role
+ROLE_LLM = "trained"
+
+
+def with_row_adapter(config: Any, row_method: str, adapter: str) -> Any:
+    """``config`` with a trained row's ``adapter``: on the default LLM, or, for a row in
+    ``ADAPTER_ROLES``, on a copy of it (``llms.trained``) that serves the trained role alone."""
+    from marag.config import Config
+
+    raw = config.model_dump()
+    role = ADAPTER_ROLES.get(row_method)
+    if role is None:
+        raw["llms"]["default"]["adapter"] = [adapter]
+    else:
+        raw["llms"][ROLE_LLM] = {**raw["llms"]["default"], "adapter": [adapter]}
+        raw["roles"] = {**raw["roles"], role: ROLE_LLM}
+    return Config.model_validate(raw)
+
+
 # rows that run only on some models: row method -> (model, backend) -> why not ("" if it can)
 MODEL_CHECKS = {"self-rag": self_rag_problem}
 # the trained adapters marag's own runs committed, per model and kind (marag.llm.trained)
