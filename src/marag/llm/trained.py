@@ -48,6 +48,13 @@ TRAINED: dict[str, TrainedAdapter] = {
         # (docs/results/qwen-search-r1/README.md)
         folders=("docs/results/qwen-search-r1/sft",),
     ),
+    "qwen-adaptive": TrainedAdapter(
+        model="qwen2.5-coder-0.5b",
+        # Adaptive-RAG's classifier: LoRA SFT on silver labels from marag's own llm-only,
+        # vanilla and ircot runs over a stratified 200 of fold A; it serves the classifier
+        # role alone (docs/results/qwen-adaptive/README.md)
+        folders=("docs/results/qwen-adaptive/classifier",),
+    ),
     "qwen-mmoa-sft": TrainedAdapter(
         model="qwen2.5-coder-0.5b",
         # run 4's warm start alone (MMOA-RAG Table 5's "SFT" row)
