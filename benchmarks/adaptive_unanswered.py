@@ -1,17 +1,19 @@
 """The training questions Adaptive-RAG's multi-step strategy still has to label.
 
 Adaptive-RAG's silver label (marag.train.adaptive_labels) is the simplest strategy that
-answers a question: ``A`` (llm-only) before ``B`` (vanilla) before ``C`` (ircot). A question
-that A or B answers is labelled without C, so the costly ``ircot`` run is needed only on the
-questions neither answered; running it on those alone gives the same labels.
+answers a question: ``A`` (llm-only) before ``B`` (vanilla) before ``C`` (ircot), and a
+question none answers takes its dataset's bias (``B`` single-hop, ``C`` multi-hop). So C can
+change a label only on a single-hop question that neither A nor B answered: one A or B
+answers is labelled without C, and a multi-hop one is ``C`` whether C answers it or not. The
+costly ``ircot`` run is needed on those single-hop questions alone, and gives the same labels.
 
     python benchmarks/adaptive_unanswered.py runs/qwen-adaptive/train.jsonl \\
         --a runs/qwen-adaptive/strategy-llm-only/traces.jsonl \\
         --b runs/qwen-adaptive/strategy-vanilla/traces.jsonl \\
         [--done C_TRACES ...] [--min-f1 1.0] --out runs/qwen-adaptive/unanswered.jsonl
 
-writes the question records (as in the questions file) that A and B left unanswered, less
-those a ``--done`` traces file already holds; prints how many.
+writes the records (as in the questions file) of the single-hop questions A and B left
+unanswered, less those a ``--done`` traces file already holds; prints how many.
 """
 
 from __future__ import annotations
@@ -26,9 +28,10 @@ from marag.types import Trace, read_jsonl
 
 def unanswered(records: Sequence[dict], a: Iterable[Trace], b: Iterable[Trace],
                done: Iterable[str] = (), min_f1: float = 1.0) -> list[dict]:
-    """``records`` whose silver label from A and B alone is the dataset's bias (neither
-    answered them), in their order, less the ids in ``done``. A question missing from A or
-    B is an error: its label cannot be known."""
+    """``records`` whose silver label from A and B alone is the single-hop bias ``B``
+    (neither answered them, and only C answering can make them ``C``), in their order, less
+    the ids in ``done``. A question missing from A or B is an error: its label cannot be
+    known."""
     a, b = list(a), list(b)
     for name, traces in (("A", a), ("B", b)):
         missing = {str(r["id"]) for r in records} - {t.id for t in traces}
@@ -38,7 +41,7 @@ def unanswered(records: Sequence[dict], a: Iterable[Trace], b: Iterable[Trace],
     labels = silver_labels({"A": a, "B": b}, min_f1)
     skip = set(done)
     return [r for r in records
-            if labels[str(r["id"])][1] == "dataset bias" and str(r["id"]) not in skip]
+            if labels[str(r["id"])] == ("B", "dataset bias") and str(r["id"]) not in skip]
 
 
 def main(argv: list[str] | None = None) -> int:
