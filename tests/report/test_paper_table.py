@@ -149,7 +149,7 @@ def test_every_default_adapter_is_a_committed_one_for_its_model():
 
 
 def test_a_role_trained_adapter_serves_that_role_alone():
-    from marag.config import load_config
+    from marag.config import ConfigError, load_config
 
     config = load_config(overrides=["llms.default.model=qwen2.5-coder-0.5b"])
     jade = pt.with_row_adapter(config, "jade", "qwen-jade")
@@ -162,3 +162,5 @@ def test_a_role_trained_adapter_serves_that_role_alone():
     assert ada.llms[pt.ROLE_LLM].model == "qwen2.5-coder-0.5b"
     assert ada.backend_for("AG") == ada.backend_for("ircot") == "default"
     assert config.llms["default"].adapter == []  # the row's config is a copy
+    with pytest.raises(ConfigError, match="llms.trained is taken"):
+        pt.with_row_adapter(ada, "adaptive-rag", "qwen-adaptive")

@@ -83,15 +83,19 @@ ROLE_LLM = "trained"
 
 def with_row_adapter(config: Any, row_method: str, adapter: str) -> Any:
     """``config`` with a trained row's ``adapter``: on the default LLM, or, for a row in
-    ``ADAPTER_ROLES``, on a copy of it (``llms.trained``) that serves the trained role alone."""
-    from marag.config import Config
+    ``ADAPTER_ROLES``, on a copy of the LLM serving the trained role (``llms.trained``) that
+    serves that role alone."""
+    from marag.config import Config, ConfigError
 
     raw = config.model_dump()
     role = ADAPTER_ROLES.get(row_method)
     if role is None:
         raw["llms"]["default"]["adapter"] = [adapter]
     else:
-        raw["llms"][ROLE_LLM] = {**raw["llms"]["default"], "adapter": [adapter]}
+        if ROLE_LLM in raw["llms"]:
+            raise ConfigError(f"llms.{ROLE_LLM} is taken; the {row_method} row puts its "
+                              "trained adapter there")
+        raw["llms"][ROLE_LLM] = {**raw["llms"][config.backend_for(role)], "adapter": [adapter]}
         raw["roles"] = {**raw["roles"], role: ROLE_LLM}
     return Config.model_validate(raw)
 
