@@ -55,6 +55,13 @@ TRAINED: dict[str, TrainedAdapter] = {
         # role alone (docs/results/qwen-adaptive/README.md)
         folders=("docs/results/qwen-adaptive/classifier",),
     ),
+    "qwen-retrobust": TrainedAdapter(
+        model="qwen2.5-coder-0.5b",
+        # RetRobust's generator: LoRA SFT on fold A's gold answers, half of the examples
+        # reading irrelevant passages (marag sft --recipe answers, sft.irrelevant_share 0.5)
+        # (docs/results/qwen-retrobust/README.md)
+        folders=("docs/results/qwen-retrobust/generator",),
+    ),
     "qwen-mmoa-sft": TrainedAdapter(
         model="qwen2.5-coder-0.5b",
         # run 4's warm start alone (MMOA-RAG Table 5's "SFT" row)

@@ -106,7 +106,8 @@ MODEL_CHECKS = {"self-rag": self_rag_problem}
 ADAPTERS: dict[str, dict[str, str]] = {
     "qwen2.5-coder-0.5b": {"jade": "qwen-jade", "mmoa-rag": "qwen-mmoa",
                            "reader": "qwen-jade-reader", "search-r1": "qwen-search-r1",
-                           "adaptive-rag": "qwen-adaptive"},
+                           "adaptive-rag": "qwen-adaptive",
+                           "retrobust": "qwen-retrobust"},
 }
 # the file names a dataset column goes by in a data folder (FlashRAG's and ../shared/data's)
 DATASET_FILES: dict[str, tuple[str, ...]] = {
