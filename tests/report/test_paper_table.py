@@ -164,3 +164,23 @@ def test_a_role_trained_adapter_serves_that_role_alone():
     assert config.llms["default"].adapter == []  # the row's config is a copy
     with pytest.raises(ConfigError, match="llms.trained is taken"):
         pt.with_row_adapter(ada, "adaptive-rag", "qwen-adaptive")
+
+
+def test_a_one_role_row_serves_its_other_roles_with_its_runs_frozen_adapters(monkeypatch):
+    from marag.config import load_config
+    from marag.llm.trained import TRAINED, TrainedAdapter
+
+    # RRR: the rewriter trained beside a generator from the SFT (MMOA-RAG S5.1.3)
+    monkeypatch.setitem(TRAINED, "rewriter", TrainedAdapter(
+        "qwen2.5-coder-0.5b", ("docs/sft", "docs/rl"), team=("generator-sft",)))
+    config = load_config(overrides=["llms.default.model=qwen2.5-coder-0.5b"])
+    rrr = pt.with_row_adapter(config, "rrr", "rewriter")
+    assert rrr.backend_for("mmoa.QR") == pt.ROLE_LLM
+    assert rrr.llms[pt.ROLE_LLM].adapter == ["rewriter"]
+    assert rrr.backend_for("AG") == "default"
+    assert rrr.llms["default"].adapter == ["generator-sft"]
+    # a folder (no registration, so no record of the run's team): the others stay untrained
+    bgm = pt.with_row_adapter(config, "bgm", "runs/train/bgm/policy")
+    assert bgm.backend_for("DS") == pt.ROLE_LLM
+    assert bgm.llms[pt.ROLE_LLM].adapter == ["runs/train/bgm/policy"]
+    assert bgm.llms["default"].adapter == []

@@ -20,6 +20,9 @@ from marag.llm.base import LLMError
 class TrainedAdapter:
     model: str  # the model name it was trained on
     folders: tuple[str, ...]  # relative to the repository root, merged in this order
+    # a run that trained one role beside frozen ones (RRR's rewriter, BGM's bridge): the
+    # adapters (names or folders) its frozen roles ran with, so a table row serves them so
+    team: tuple[str, ...] = ()
 
 
 TRAINED: dict[str, TrainedAdapter] = {

@@ -73,10 +73,14 @@ def self_rag_problem(model: str, backend: str | None) -> str:
 
 
 # rows whose adapter was trained for one role alone: it serves that role only (a copy of the
-# default LLM with the adapter), and the row's other roles run the untrained backbone.
-# Adaptive-RAG's classifier is a model of its own in the paper (T5-large), and its strategies
-# (no retrieval, single-step, IRCoT) are the untrained LLM's.
-ADAPTER_ROLES: dict[str, str] = {"adaptive-rag": "adaptive.classify"}
+# default LLM with the adapter), and the row's other roles run the backbone, with the
+# adapters their training run's frozen roles had (``TrainedAdapter.team``) when the adapter
+# is a registered name. Adaptive-RAG's classifier is a model of its own in the paper
+# (T5-large), and its strategies (no retrieval, single-step, IRCoT) are the untrained LLM's;
+# RRR's rewriter and BGM's bridge are trained beside a generator from the SFT (MMOA-RAG
+# S5.1.3).
+ADAPTER_ROLES: dict[str, str] = {"adaptive-rag": "adaptive.classify", "rrr": "mmoa.QR",
+                                 "bgm": "DS"}
 # the llms entry that serves such a role
 ROLE_LLM = "trained"
 
@@ -84,8 +88,10 @@ ROLE_LLM = "trained"
 def with_row_adapter(config: Any, row_method: str, adapter: str) -> Any:
     """``config`` with a trained row's ``adapter``: on the default LLM, or, for a row in
     ``ADAPTER_ROLES``, on a copy of the LLM serving the trained role (``llms.trained``) that
-    serves that role alone."""
+    serves that role alone; the LLMs serving the other roles then take the registered
+    adapter's ``team`` (the adapters its run's frozen roles had), if it has one."""
     from marag.config import Config, ConfigError
+    from marag.llm.trained import TRAINED
 
     raw = config.model_dump()
     role = ADAPTER_ROLES.get(row_method)
@@ -95,8 +101,13 @@ def with_row_adapter(config: Any, row_method: str, adapter: str) -> Any:
         if ROLE_LLM in raw["llms"]:
             raise ConfigError(f"llms.{ROLE_LLM} is taken; the {row_method} row puts its "
                               "trained adapter there")
-        raw["llms"][ROLE_LLM] = {**raw["llms"][config.backend_for(role)], "adapter": [adapter]}
+        own = config.backend_for(role)
+        raw["llms"][ROLE_LLM] = {**raw["llms"][own], "adapter": [adapter]}
         raw["roles"] = {**raw["roles"], role: ROLE_LLM}
+        spec = TRAINED.get(adapter)
+        if spec is not None and spec.team:
+            for name in set(raw["roles"].values()) - {ROLE_LLM}:
+                raw["llms"][name]["adapter"] = list(spec.team)
     return Config.model_validate(raw)
 
 
