@@ -57,12 +57,13 @@ def main(argv: list[str] | None = None) -> int:
     with open(args.questions, encoding="utf-8") as f:
         records = [json.loads(line) for line in f if line.strip()]
     done = {t.id for path in args.done for t in read_jsonl(path, Trace)}
-    rows = unanswered(records, read_jsonl(args.a, Trace), read_jsonl(args.b, Trace), done,
-                      args.min_f1)
+    needed = unanswered(records, read_jsonl(args.a, Trace), read_jsonl(args.b, Trace),
+                        min_f1=args.min_f1)
+    rows = [r for r in needed if str(r["id"]) not in done]
     with open(args.out, "w", encoding="utf-8") as f:
         f.writelines(json.dumps(r, ensure_ascii=False) + "\n" for r in rows)
-    print(f"{len(rows)} of {len(records)} questions left for C ({len(done)} already done) "
-          f"-> {args.out}")
+    print(f"{len(rows)} of {len(records)} questions left for C "
+          f"({len(needed) - len(rows)} already done) -> {args.out}")
     return 0
 
 

@@ -61,9 +61,15 @@ def test_the_command_writes_the_records(tmp_path, capsys):
     q.write_text("".join(json.dumps(r) + "\n" for r in RECORDS))
     write_jsonl(tmp_path / "a.jsonl", A)
     write_jsonl(tmp_path / "b.jsonl", B)
-    write_jsonl(tmp_path / "c.jsonl", [t for t in _run("ircot", {}) if t.id == "h2"])
     out = tmp_path / "left.jsonl"
-    assert mod.main([str(q), "--a", str(tmp_path / "a.jsonl"), "--b", str(tmp_path / "b.jsonl"),
-                     "--done", str(tmp_path / "c.jsonl"), "--out", str(out)]) == 0
+    args = [str(q), "--a", str(tmp_path / "a.jsonl"), "--b", str(tmp_path / "b.jsonl"),
+            "--out", str(out)]
+    # h2 was run but is multi-hop, so no candidate: n2 is still left
+    write_jsonl(tmp_path / "c.jsonl", [t for t in _run("ircot", {}) if t.id == "h2"])
+    assert mod.main([*args, "--done", str(tmp_path / "c.jsonl")]) == 0
     assert [json.loads(line) for line in out.read_text().splitlines()] == RECORDS[1:2]
-    assert "1 of 5 questions left for C (1 already done)" in capsys.readouterr().out
+    assert "1 of 5 questions left for C (0 already done)" in capsys.readouterr().out
+    write_jsonl(tmp_path / "c.jsonl", [t for t in _run("ircot", {}) if t.id in ("n2", "h2")])
+    assert mod.main([*args, "--done", str(tmp_path / "c.jsonl")]) == 0
+    assert out.read_text() == ""
+    assert "0 of 5 questions left for C (1 already done)" in capsys.readouterr().out

@@ -200,17 +200,45 @@ def test_token_budget_evicts_the_least_recent():
     from marag.llm.hf_decode import PrefixCache
 
     cache = PrefixCache(max_entries=10, max_tokens=50)
-    for first in (1, 2, 3):
+    for first in (1, 2):
         cache.put((first,) * 20, _kv(20))
-    assert len(cache) == 2 and cache.tokens == 40 and cache.get((1,) * 20) is None
+    assert cache.get((1,) * 20) is not None  # used last: (2,)*20 is now the least recent
+    cache.put((3,) * 20, _kv(20))
+    assert len(cache) == 2 and cache.tokens == 40
+    assert cache.get((2,) * 20) is None and cache.get((1,) * 20) is not None
+    cache.put((4,) * 60, _kv(60))  # over the whole budget: not stored, nothing evicted
+    assert len(cache) == 2 and cache.tokens == 40 and cache.get((4,) * 60) is None
     with pytest.raises(ValueError):
         PrefixCache(max_tokens=0)
 
 
+def test_conversations_continued_at_their_end_keep_one_entry_each():
+    # 16 trajectories in flight, each prompt its previous one plus a new turn, in a cache of
+    # 16 entries: an extended key replaces the one it extends, so each trajectory keeps one
+    # entry and finds its whole previous prompt; were superseded keys kept, the cyclic
+    # least-recently-used order would evict each one's latest prefix before its next turn
+    from marag.llm.hf_decode import PrefixCache
+
+    cache = PrefixCache(max_entries=16)
+    keys = {q: tuple(range(50)) + (-q - 1,) for q in range(16)}
+    for q, key in keys.items():
+        cache.put(key, _kv(len(key)))
+    for turn in range(1, 4):
+        for q in range(16):
+            grown = keys[q] + tuple(10_000 * (q + 1) + 10 * turn + i for i in range(10))
+            n, _ = cache.longest(grown)
+            assert n == len(keys[q])
+            cache.put(grown, _kv(len(grown)))
+            keys[q] = grown
+    assert len(cache) == 16
+
+
 def test_as_many_growing_conversations_as_the_old_entry_count_keep_their_prefixes():
     # IRCoT with 16 questions in flight: each step's prefix is the shared head, the
-    # question's paragraphs so far (grown by appending) and its question; step after step,
-    # every question must find its own previous paragraphs, not only the shared head
+    # question's paragraphs so far and its question (new paragraphs go before the question,
+    # so a step's key does not extend the last one's and both are kept); step after step,
+    # every question must find its own previous paragraphs, not only the shared head: the
+    # default entry count, above the questions in flight, is what keeps them
     from marag.llm.hf_decode import PrefixCache
 
     cache = PrefixCache()

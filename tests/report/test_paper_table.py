@@ -92,6 +92,18 @@ def test_marag_table_runs_rows_on_the_datasets_present(demo, tmp_path, qa_data, 
     assert (out / "table.md").read_text().split("## Table")[1] == md.split("## Table")[1]
 
 
+def test_a_rows_wrong_adapter_fails_that_row_before_any_run_folder(demo, tmp_path, qa_data):
+    from marag.cli import main
+
+    out = tmp_path / "table"
+    assert main(["table", "demo", "--data", str(qa_data), "--index", "wiki-demo",
+                 "--rows", "jade", "--adapter", f"jade={tmp_path / 'no-adapter'}",
+                 "--out", str(out), "--no-progress"]) == 0
+    md = (out / "table.md").read_text()
+    assert "failed: ConfigError: llms.default.adapter" in md
+    assert not (out / "runs" / "jade").exists()
+
+
 def test_the_self_rag_row_runs_only_on_its_checkpoint_behind_openai(demo):
     plans = {p.row.label: p for p in pt.plan_rows(demo, "smollm2", backend="hf")}
     assert plans["Self-RAG"].method is None
@@ -162,8 +174,9 @@ def test_a_role_trained_adapter_serves_that_role_alone():
     assert ada.llms[pt.ROLE_LLM].model == "qwen2.5-coder-0.5b"
     assert ada.backend_for("AG") == ada.backend_for("ircot") == "default"
     assert config.llms["default"].adapter == []  # the row's config is a copy
+    assert pt.with_row_adapter(ada, "adaptive-rag", "qwen-adaptive") is ada  # made for it
     with pytest.raises(ConfigError, match="llms.trained is taken"):
-        pt.with_row_adapter(ada, "adaptive-rag", "qwen-adaptive")
+        pt.with_row_adapter(ada, "adaptive-rag", "another-classifier")
 
 
 def test_a_one_role_row_serves_its_other_roles_with_its_runs_frozen_adapters(monkeypatch):

@@ -39,13 +39,22 @@ def load_run_config(args: argparse.Namespace, overrides: list[str]) -> Config:
     """The config of a run command. Role names under ``roles:`` are checked here too, so a
     misspelt one fails before a run directory, a model or an index is touched; so is an
     opt-in model that has not been installed."""
-    from marag.config import ConfigError, load_config
+    from marag.config import load_config
+
+    config = load_config(args.config, overrides)
+    check_run_config(config)
+    return config
+
+
+def check_run_config(config: Config) -> None:
+    """What :func:`load_run_config` checks, for a config built some other way (``marag
+    table``'s row with its adapter): role names, opt-in models, adapters."""
+    from marag.config import ConfigError
     from marag.llm.base import LLMError
     from marag.llm.embedded import opt_in_problem
     from marag.llm.trained import resolve_adapters
     from marag.roles.registry import check_roles
 
-    config = load_config(args.config, overrides)
     check_roles(config)
     for name, llm in config.llms.items():
         problem = opt_in_problem(llm.model, llm.backend, llm.cache_dir)
@@ -57,7 +66,6 @@ def load_run_config(args: argparse.Namespace, overrides: list[str]) -> Config:
             resolve_adapters(llm.adapter, llm.model)
         except LLMError as e:
             raise ConfigError(f"llms.{name}.adapter: {e}") from None
-    return config
 
 
 def run_overrides(args: argparse.Namespace) -> list[str]:

@@ -132,7 +132,7 @@ def _run_row(args: argparse.Namespace, base: list[str], plan: Any, datasets: lis
     recorded in its cells and the table goes on."""
     import asyncio
 
-    from marag.commands.options import load_run_config
+    from marag.commands.options import check_run_config, load_run_config
     from marag.report.paper_table import Cell, with_row_adapter
 
     row = plan.row
@@ -141,8 +141,9 @@ def _run_row(args: argparse.Namespace, base: list[str], plan: Any, datasets: lis
     cells: dict[Any, Any] = {}
     try:
         config = load_run_config(argparse.Namespace(config=args.config), overrides)
-        if plan.adapter:
+        if plan.adapter:  # checked like a run's own config, before any run folder
             config = with_row_adapter(config, row.method, plan.adapter)
+            check_run_config(config)
         results = asyncio.run(_evaluate_row(args, config, plan, datasets, files, ids, out))
     except Exception as e:  # noqa: BLE001 - one row's failure must not lose the table
         print(f"marag table: row {row.label!r} failed: {e}", file=sys.stderr)

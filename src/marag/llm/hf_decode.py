@@ -225,10 +225,13 @@ class PrefixCache:
 
     No entry is a prefix of another: a key that extends entries replaces them (the longer
     KV holds theirs, and ``longest`` cuts it back), and a key inside an entry is not stored.
-    Otherwise every conversation in flight would keep one superseded entry per turn, and
-    with as many conversations as entries the least-recently-used rule would evict each
-    one's latest prefix just before its next turn (a cyclic access pattern), so a grown
-    prompt would find only the shared system prefix.
+    A conversation continued turn by turn (a trajectory that grows at its end) so keeps one
+    entry, not one superseded entry per turn. A prompt that grows in its middle (IRCoT puts
+    new paragraphs before its question) extends no entry and keeps its old ones; for it the
+    entry count matters: with fewer entries than conversations in flight, the least-recently-
+    used rule evicts each one's latest prefix just before its next step (a cyclic access
+    pattern), so a grown prompt finds only the shared system prefix. A key longer than
+    ``max_tokens`` is not stored.
     """
 
     def __init__(self, max_entries: int = 64, max_tokens: int = 65536) -> None:
@@ -274,7 +277,7 @@ class PrefixCache:
         of that entry's); entries whose keys are prefixes of ``key`` are dropped."""
         self.misses += 1
         n = len(key)
-        if any(len(k) >= n and k[:n] == key for k in self._entries):
+        if n > self.max_tokens or any(len(k) >= n and k[:n] == key for k in self._entries):
             return
         for k in [k for k in self._entries if len(k) < n and key[:len(k)] == k]:
             self._drop(k)
@@ -313,6 +316,7 @@ class BatchDecoder:
 
     def __init__(self, model: Any, tokenizer: Any, *, bf16_autocast: bool = False,
                  prefix_cache: bool = False, prefix_entries: int = 64,
+                 prefix_tokens: int = 65536,
                  static_len: int = 0, cuda_graphs: bool = True) -> None:
         self.model = model
         self.tokenizer = tokenizer
@@ -343,7 +347,8 @@ class BatchDecoder:
         self.can_join = all(type(layer).__name__ == "DynamicLayer" for layer in probe.layers)
         # Reusing a prefix's KV needs the same plain growing layers (a sliding-window ring
         # cannot be pre-filled with padded prefixes), so it is off wherever joining is.
-        self.prefix_cache = PrefixCache(prefix_entries) if prefix_cache and self.can_join else None
+        self.prefix_cache = (PrefixCache(prefix_entries, prefix_tokens)
+                             if prefix_cache and self.can_join else None)
         # bf16/fp16 matmuls on CPU (oneDNN) compile a kernel for every new input shape, about
         # a second each on the 2-core box: prefill widths rounded up to a multiple of
         # PAD_MULTIPLE repeat, so a run compiles a few dozen kernels instead of one per prompt
@@ -466,6 +471,8 @@ class BatchDecoder:
         kv = self.prefix_cache.get(key)
         if kv is None:
             start, base = self.prefix_cache.longest(key)
+            if base is not None and start == len(key):
+                return base  # inside a longer entry: nothing to compute or store
             cache = DynamicCache(config=self.model.config)
             for layer_idx, (k, v) in enumerate(base or ()):
                 cache.update(k, v, layer_idx)

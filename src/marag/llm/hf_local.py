@@ -80,7 +80,8 @@ class HFBackend:
                  max_batch_size: int = 16, batch_wait_ms: float = 5.0,
                  bf16_autocast: bool = False, model: Any = None, tokenizer: Any = None,
                  cache_dir: str | None = None, prefix_cache: bool = True,
-                 prefix_entries: int = 64, adapters: list[str] | tuple[str, ...] = (),
+                 prefix_entries: int = 64, prefix_tokens: int = 65536,
+                 adapters: list[str] | tuple[str, ...] = (),
                  static_cache: int = 0, cuda_graphs: bool = True) -> None:
         from marag.llm.hf_decode import BatchDecoder
 
@@ -109,13 +110,16 @@ class HFBackend:
         self.max_batch_size = max_batch_size
         self.batch_wait = batch_wait_ms / 1000.0
         # prefix_cache: reuse the KV of a conversation's leading turns (system message,
-        # worked examples: identical across calls of one role) and prefill only the rest;
+        # worked examples: identical across calls of one role) and prefill only the rest, at
+        # most prefix_entries prefixes and prefix_tokens tokens of them (the KV of a token
+        # costs 2 x layers x KV heads x head size values: 12 KiB in bf16 for Qwen2.5-0.5B);
         # switched off by the decoder for models whose cache cannot take it (sliding window).
         # static_cache: decode rows that fit in this many columns in a KV cache allocated once,
         # each step one CUDA-graph replay on CUDA (marag.llm.hf_static); 0: the growing cache
         try:
             self._decoder = BatchDecoder(model, tokenizer, bf16_autocast=bf16_autocast,
                                          prefix_cache=prefix_cache, prefix_entries=prefix_entries,
+                                         prefix_tokens=prefix_tokens,
                                          static_len=static_cache, cuda_graphs=cuda_graphs)
         except PromptError as e:
             raise LLMError(f"hf backend {model_or_path}: {e}") from None

@@ -73,7 +73,7 @@ def self_rag_problem(model: str, backend: str | None) -> str:
 
 
 # rows whose adapter was trained for one role alone: it serves that role only (a copy of the
-# default LLM with the adapter), and the row's other roles run the backbone, with the
+# LLM serving that role, with the adapter), and the row's other roles run the backbone, with the
 # adapters their training run's frozen roles had (``TrainedAdapter.team``) when the adapter
 # is a registered name. Adaptive-RAG's classifier is a model of its own in the paper
 # (T5-large), and its strategies (no retrieval, single-step, IRCoT) are the untrained LLM's;
@@ -99,6 +99,9 @@ def with_row_adapter(config: Any, row_method: str, adapter: str) -> Any:
         raw["llms"]["default"]["adapter"] = [adapter]
     else:
         if ROLE_LLM in raw["llms"]:
+            if (config.backend_for(role) == ROLE_LLM
+                    and raw["llms"][ROLE_LLM]["adapter"] == [adapter]):
+                return config  # a config made for this row (configs/qwen/adaptive-rag.yaml)
             raise ConfigError(f"llms.{ROLE_LLM} is taken; the {row_method} row puts its "
                               "trained adapter there")
         own = config.backend_for(role)
