@@ -1,0 +1,104 @@
+#!/usr/bin/env bash
+# Issue 38, family 1's comparisons 1-4 on the full protocol of docs/results/qwen-runs/SPLITS.md
+# (both fold models, n = 1,580; its addendum of 2026-11-28 21:30 UTC): the recipe of the
+# reduced protocol (run_team_s200.sh: plan labels on a stratified 320 of the fold, SFT, then 3
+# iterations of run 2c's PPO, the iteration-3 adapter kept; every setting fixed in advance, no
+# development choice), trained once on fold A (run_team_s200.sh made it: runs/crossfit or the
+# committed team-s200/adapters) and once on fold B; each fold model answers every question of
+# the other fold, and `vanilla` answers all 1,580 once. Every stage resumes (marag eval, sft
+# and train do): run again after a kill; it spans several CPU sessions on the 2-core box
+# (about 7 CPU hours: fold B's labels ~20 min, SFT ~40, PPO ~45; each row on 790 questions
+# ~40). From the repository root:
+#   bash docs/results/qwen-runs/crossfit/run_team_full.sh [stage ...]
+#   stages: labels-b sft-b ppo-b team reader warm vanilla report
+set -euo pipefail
+M=${MARAG:-.venv/bin/marag}
+PY=${PYTHON:-.venv/bin/python}
+CFG=configs/qwen/jade-train.yaml  # Qwen2.5-Coder-0.5B, its prompt profile, BM25 top-5 pooled
+CF=runs/data/splits-cf
+OUT=${OUT:-runs/crossfit}
+D=docs/results/qwen-runs/crossfit/team-s200
+stages=("$@"); [ ${#stages[@]} -eq 0 ] && stages=(labels-b sft-b ppo-b team reader warm vanilla report)
+has() { local s; for s in "${stages[@]}"; do [ "$s" = "$1" ] && return 0; done; return 1; }
+other() { [ "$1" = a ] && echo b || echo a; }
+
+[ -f $CF/fold-b.jsonl ] || $PY benchmarks/make_crossfit_splits.py --out $CF
+[ -f $CF/fold-b-s320.jsonl ] || $PY benchmarks/stratified_subsample.py \
+    $CF/fold-b.jsonl -n 320 --seed 0 --out $CF/fold-b-s320
+mkdir -p $OUT
+# the fold-A model: this machine's run of run_team_s200.sh, else its committed adapters
+SFT_A=$OUT/jade-sft-plans-a/policy; PPO_A=$OUT/jade-ppo-a/checkpoints/iter-000003/policy
+[ -f $PPO_A/adapter_config.json ] || { SFT_A=$D/adapters/sft; PPO_A=$D/adapters/ppo; }
+SFT_B=$OUT/jade-sft-plans-b/policy; PPO_B=$OUT/jade-ppo-b/checkpoints/iter-000003/policy
+sft() { [ "$1" = a ] && echo $SFT_A || echo $SFT_B; }
+ppo() { [ "$1" = a ] && echo $PPO_A || echo $PPO_B; }
+
+if has labels-b; then  # each fold-B question of the 320 answered by the two fixed plans
+  $M eval --config $CFG --method llm-only --dataset $CF/fold-b-s320.jsonl \
+      --out $OUT/plans-b/AG --no-progress
+  $M eval --config $CFG --method vanilla --dataset $CF/fold-b-s320.jsonl \
+      --out $OUT/plans-b/R-AG --no-progress
+fi
+if has sft-b; then  # `R, AG` listed first: a tie goes to the plan with documents
+  $M sft --config $CFG --method jade --set sft.min_f1=0.5 --set sft.epochs=2 \
+      --exclude-ids $CF/train-b.exclude.ids \
+      --plans "R, AG=$OUT/plans-b/R-AG/traces.jsonl" "AG=$OUT/plans-b/AG/traces.jsonl" \
+      --out $OUT/jade-sft-plans-b --no-progress
+fi
+if has ppo-b; then  # run 2c's settings, fold B only, 3 iterations
+  $M train --config docs/results/qwen-runs/jade-2c/config.yaml \
+      --set "llms.default.adapter=[$SFT_B]" \
+      --set train.exclude_ids=$CF/train-b.exclude.ids --set train.eval_dataset=null \
+      --set train.iterations=3 --out $OUT/jade-ppo-b --no-progress
+fi
+for f in a b; do  # each fold model on the whole other fold
+  o=$(other $f)
+  if has team; then
+    $M eval --config $CFG --method jade --adapter "$(sft $f)" --adapter "$(ppo $f)" \
+        --dataset $CF/fold-$o.jsonl --out $OUT/team-$f-on-$o --no-progress
+  fi
+  if has reader; then
+    $M eval --config $CFG --method vanilla --adapter "$(sft $f)" --adapter "$(ppo $f)" \
+        --dataset $CF/fold-$o.jsonl --out $OUT/reader-$f-on-$o --no-progress
+  fi
+  if has warm; then  # comparison 4: the plan-label warm start alone
+    $M eval --config $CFG --method jade --adapter "$(sft $f)" \
+        --dataset $CF/fold-$o.jsonl --out $OUT/warm-$f-on-$o --no-progress
+  fi
+done
+if has vanilla; then  # the untrained baseline, once on all 1,580
+  for f in a b; do
+    $M eval --config $CFG --method vanilla --dataset $CF/fold-$f.jsonl \
+        --out $OUT/vanilla-on-$f --no-progress
+  done
+fi
+if has report; then  # family 1 on the 1,580: 95% and 99% intervals, Holm (m = 5)
+  P=benchmarks/paired_bootstrap.py
+  SR1=docs/results/qwen-search-r1/heldout-foldb200
+  V=$OUT/vanilla-on-a,$OUT/vanilla-on-b
+  for row in team reader warm vanilla; do  # the reduced protocol's 200 answered again
+    new=$OUT/$row-a-on-b; [ $row = vanilla ] && new=$OUT/vanilla-on-b
+    if [ -f "$new/metrics.json" ]; then
+      $PY benchmarks/answer_agreement.py "$D/$row" "$new" \
+          --label "$row: the 200 of fold-b-s200 against the full fold-B run"
+    fi
+  done
+  ps=()
+  cmp() {  # name, run A, run B (each "fold-A half,fold-B half"): the member and its p
+    echo "== comparison $1: $2 - $3"
+    local d
+    for d in ${2//,/ } ${3//,/ }; do  # a row counts once `marag eval` has written metrics.json
+      [ -f "$d/metrics.json" ] || { echo "missing $d: counted with p = 1"; ps+=(1); return; }
+    done
+    local out; out=$($PY $P "$2" "$3" --by-dataset); echo "$out"
+    $PY $P "$2" "$3" --level 0.99 | tail -1
+    ps+=("$(echo "$out" | sed -n 2p | sed 's/.*, p //')")
+  }
+  # halves in the same order: answers of fold A's questions, then fold B's
+  cmp 1 $OUT/team-b-on-a,$OUT/team-a-on-b $V
+  cmp 2 $OUT/reader-b-on-a,$OUT/reader-a-on-b $V
+  cmp 3 $OUT/team-b-on-a,$OUT/team-a-on-b $OUT/reader-b-on-a,$OUT/reader-a-on-b
+  cmp 4 $OUT/team-b-on-a,$OUT/team-a-on-b $OUT/warm-b-on-a,$OUT/warm-a-on-b
+  cmp 5 $SR1/sr1-sft-a $SR1/sr1-untrained  # still the reduced protocol's (its addendum)
+  echo "== Holm over the five (in the order 1-5)"; $PY $P --holm "${ps[@]}"
+fi
