@@ -1,6 +1,6 @@
 #!/usr/bin/env bash
 # Issue 38, family 1's comparisons 1-4 on the full protocol of docs/results/qwen-runs/SPLITS.md
-# (both fold models, n = 1,580; its addendum of 2026-11-28 21:30 UTC): the recipe of the
+# (both fold models, n = 1,580; its addendum of 2026-11-28 22:07 UTC): the recipe of the
 # reduced protocol (run_team_s200.sh: plan labels on a stratified 320 of the fold, SFT, then 3
 # iterations of run 2c's PPO, the iteration-3 adapter kept; every setting fixed in advance, no
 # development choice), trained once on fold A (run_team_s200.sh made it: runs/crossfit or the
