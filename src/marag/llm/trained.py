@@ -21,7 +21,8 @@ class TrainedAdapter:
     model: str  # the model name it was trained on
     folders: tuple[str, ...]  # relative to the repository root, merged in this order
     # a run that trained one role beside frozen ones (RRR's rewriter, BGM's bridge): the
-    # adapters (names or folders) its frozen roles ran with, so a table row serves them so
+    # registered names of the adapters its frozen roles ran with, so that a table row serves
+    # them so (``folders`` then holds the trained role's warm start too, first)
     team: tuple[str, ...] = ()
 
 
@@ -64,6 +65,14 @@ TRAINED: dict[str, TrainedAdapter] = {
         # reading irrelevant passages (marag sft --recipe answers, sft.irrelevant_share 0.5)
         # (docs/results/qwen-retrobust/README.md)
         folders=("docs/results/qwen-retrobust/generator",),
+    ),
+    "qwen-rrr": TrainedAdapter(
+        model="qwen2.5-coder-0.5b",
+        # Rewrite-Retrieve-Read's rewriter: PPO of mmoa.QR alone on fold A over MMOA-RAG's
+        # SFT warm start, beside a generator frozen on that warm start (its team); the
+        # iteration-3 checkpoint, chosen on development (docs/results/qwen-rrr/README.md)
+        folders=("docs/results/qwen-mmoa/sft", "docs/results/qwen-rrr/rewriter"),
+        team=("qwen-mmoa-sft",),
     ),
     "qwen-mmoa-sft": TrainedAdapter(
         model="qwen2.5-coder-0.5b",

@@ -101,7 +101,9 @@ def with_row_adapter(config: Any, row_method: str, adapter: str) -> Any:
         if ROLE_LLM in raw["llms"]:
             if (config.backend_for(role) == ROLE_LLM
                     and raw["llms"][ROLE_LLM]["adapter"] == [adapter]):
-                return config  # a config made for this row (configs/qwen/adaptive-rag.yaml)
+                # a config made for this row (configs/qwen/adaptive-rag.yaml): its other LLMs
+                # are taken to be as the row wants them
+                return config
             raise ConfigError(f"llms.{ROLE_LLM} is taken; the {row_method} row puts its "
                               "trained adapter there")
         own = config.backend_for(role)
@@ -109,7 +111,9 @@ def with_row_adapter(config: Any, row_method: str, adapter: str) -> Any:
         raw["roles"] = {**raw["roles"], role: ROLE_LLM}
         spec = TRAINED.get(adapter)
         if spec is not None and spec.team:
-            for name in set(raw["roles"].values()) - {ROLE_LLM}:
+            serving = {config.backend_for(r) for r in raw["roles"] if r != role}
+            serving.add(raw["roles"].get("default", "default"))
+            for name in serving - {ROLE_LLM}:
                 raw["llms"][name]["adapter"] = list(spec.team)
     return Config.model_validate(raw)
 
@@ -121,7 +125,7 @@ ADAPTERS: dict[str, dict[str, str]] = {
     "qwen2.5-coder-0.5b": {"jade": "qwen-jade", "mmoa-rag": "qwen-mmoa",
                            "reader": "qwen-jade-reader", "search-r1": "qwen-search-r1",
                            "adaptive-rag": "qwen-adaptive",
-                           "retrobust": "qwen-retrobust"},
+                           "retrobust": "qwen-retrobust", "rrr": "qwen-rrr"},
 }
 # the file names a dataset column goes by in a data folder (FlashRAG's and ../shared/data's)
 DATASET_FILES: dict[str, tuple[str, ...]] = {
