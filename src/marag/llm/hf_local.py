@@ -112,7 +112,8 @@ class HFBackend:
         # prefix_cache: reuse the KV of a conversation's leading turns (system message,
         # worked examples: identical across calls of one role) and prefill only the rest, at
         # most prefix_entries prefixes and prefix_tokens tokens of them (the KV of a token
-        # costs 2 x layers x KV heads x head size values: 12 KiB in bf16 for Qwen2.5-0.5B);
+        # costs 2 x layers x KV heads x head size values: 12 KiB in bf16, 24 in float32, for
+        # Qwen2.5-0.5B);
         # switched off by the decoder for models whose cache cannot take it (sliding window).
         # static_cache: decode rows that fit in this many columns in a KV cache allocated once,
         # each step one CUDA-graph replay on CUDA (marag.llm.hf_static); 0: the growing cache
