@@ -38,8 +38,8 @@ def test_adapter_folders_pass_through_and_win_over_a_name(registry, tmp_path, mo
 
 def test_neither_a_folder_nor_a_name_lists_the_names(registry):
     with pytest.raises(LLMError, match=r"not the name of one of marag's trained adapters "
-                                       r"\(qwen-adaptive, qwen-jade, qwen-jade-reader, qwen-mmoa, "
-                                       r"qwen-mmoa-sft, qwen-retrobust, qwen-rrr, qwen-search-r1, team\)"):
+                                       r"\(qwen-adaptive, qwen-jade, qwen-jade-reader, qwen-mao-arag, "
+                                       r"qwen-mmoa, qwen-mmoa-sft, qwen-retrobust, qwen-rrr, qwen-search-r1, team\)"):
         resolve_adapters(["teem"], "some-model")
 
 

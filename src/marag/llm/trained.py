@@ -74,6 +74,13 @@ TRAINED: dict[str, TrainedAdapter] = {
         folders=("docs/results/qwen-mmoa/sft", "docs/results/qwen-rrr/rewriter"),
         team=("qwen-mmoa-sft",),
     ),
+    "qwen-mao-arag": TrainedAdapter(
+        model="qwen2.5-coder-0.5b",
+        # MAO-ARAG's planner: plan-label SFT on fold A, then PPO of the planner alone with
+        # MAO-ARAG's reward (alpha 0) beside executors on the untrained model; it serves the
+        # planner role alone (docs/results/qwen-mao-arag/README.md)
+        folders=("docs/results/qwen-mao-arag/sft", "docs/results/qwen-mao-arag/rl"),
+    ),
     "qwen-mmoa-sft": TrainedAdapter(
         model="qwen2.5-coder-0.5b",
         # run 4's warm start alone (MMOA-RAG Table 5's "SFT" row)

@@ -78,9 +78,9 @@ def self_rag_problem(model: str, backend: str | None) -> str:
 # is a registered name. Adaptive-RAG's classifier is a model of its own in the paper
 # (T5-large), and its strategies (no retrieval, single-step, IRCoT) are the untrained LLM's;
 # RRR's rewriter and BGM's bridge are trained beside a generator from the SFT (MMOA-RAG
-# S5.1.3).
+# S5.1.3); MAO-ARAG trains its planner alone, its executors fixed.
 ADAPTER_ROLES: dict[str, str] = {"adaptive-rag": "adaptive.classify", "rrr": "mmoa.QR",
-                                 "bgm": "DS"}
+                                 "bgm": "DS", "mao-arag": "planner"}
 # the llms entry that serves such a role
 ROLE_LLM = "trained"
 
@@ -125,7 +125,8 @@ ADAPTERS: dict[str, dict[str, str]] = {
     "qwen2.5-coder-0.5b": {"jade": "qwen-jade", "mmoa-rag": "qwen-mmoa",
                            "reader": "qwen-jade-reader", "search-r1": "qwen-search-r1",
                            "adaptive-rag": "qwen-adaptive",
-                           "retrobust": "qwen-retrobust", "rrr": "qwen-rrr"},
+                           "retrobust": "qwen-retrobust", "rrr": "qwen-rrr",
+                           "mao-arag": "qwen-mao-arag"},
 }
 # the file names a dataset column goes by in a data folder (FlashRAG's and ../shared/data's)
 DATASET_FILES: dict[str, tuple[str, ...]] = {
