@@ -177,6 +177,12 @@ def test_a_role_trained_adapter_serves_that_role_alone():
     assert pt.with_row_adapter(ada, "adaptive-rag", "qwen-adaptive") is ada  # made for it
     with pytest.raises(ConfigError, match="llms.trained is taken"):
         pt.with_row_adapter(ada, "adaptive-rag", "another-classifier")
+    # MAO-ARAG: the planner is trained, its executors ran the untrained model
+    mao = pt.with_row_adapter(config, "mao-arag", "qwen-mao-arag")
+    assert mao.backend_for("planner") == pt.ROLE_LLM
+    assert mao.llms[pt.ROLE_LLM].adapter == ["qwen-mao-arag"]
+    assert mao.backend_for("AG") == mao.backend_for("QR") == "default"
+    assert mao.llms["default"].adapter == []
 
 
 def test_a_one_role_row_serves_its_other_roles_with_its_runs_frozen_adapters(monkeypatch):
