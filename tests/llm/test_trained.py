@@ -86,3 +86,62 @@ def test_run_4s_team_merges_its_warm_start_before_the_rl_adapter():
     assert TRAINED["qwen-mmoa"].folders == ("docs/results/qwen-mmoa/sft",
                                             "docs/results/qwen-mmoa/rl")
     assert TRAINED["qwen-mmoa-sft"].folders == ("docs/results/qwen-mmoa/sft",)
+
+
+def _run_config(argv: list[str]):
+    """The config ``marag <argv>`` loads, through the command's own parser."""
+    from marag.cli import build_parser
+    from marag.commands.eval import flag_overrides
+    from marag.commands.options import load_run_config, run_overrides
+
+    args = build_parser().parse_args(argv)
+    own = flag_overrides(args) if args.command == "eval" else run_overrides(args) + args.overrides
+    return load_run_config(args, own)
+
+
+def test_eval_and_ask_serve_a_one_role_adapter_on_its_role_alone():
+    """``--adapter qwen-mao-arag`` to ``marag eval``: the planner it was trained for takes it,
+    the executors it was trained beside run the untrained model; RRR's rewriter brings the
+    generator its run had (its team)."""
+    from marag.llm.trained import ROLE_LLM
+
+    base = ["--model", "qwen2.5-coder-0.5b", "--method", "mao-arag"]
+    mao = _run_config(["eval", *base, "--adapter", "qwen-mao-arag", "--dataset", "x.jsonl"])
+    assert mao.backend_for("planner") == ROLE_LLM
+    assert mao.llms[ROLE_LLM].adapter == ["qwen-mao-arag"]
+    assert mao.backend_for("AG") == "default" and mao.llms["default"].adapter == []
+    rrr = _run_config(["ask", *base, "--adapter", "qwen-rrr", "what?"])
+    assert rrr.backend_for("mmoa.QR") == ROLE_LLM
+    assert rrr.llms["default"].adapter == ["qwen-mmoa-sft"]
+    # an adapter for every role, or a folder: merged into the default LLM, as before
+    jade = _run_config(["eval", *base, "--adapter", "qwen-jade", "--dataset", "x.jsonl"])
+    assert set(jade.llms) == {"default"} and jade.llms["default"].adapter == ["qwen-jade"]
+    folder = trained.repo_root() / "docs/results/qwen-mao-arag/rl"
+    path = _run_config(["eval", *base, "--adapter", str(folder), "--dataset", "x.jsonl"])
+    assert set(path.llms) == {"default"} and path.llms["default"].adapter == [str(folder)]
+
+
+def test_train_and_sft_merge_a_one_role_adapter_as_the_policys_warm_start():
+    cfg = _run_config(["train", "--model", "qwen2.5-coder-0.5b", "--adapter", "qwen-rrr",
+                       "--out", "x"])
+    assert set(cfg.llms) == {"default"} and cfg.llms["default"].adapter == ["qwen-rrr"]
+
+
+def test_a_one_role_adapter_beside_another_is_refused_with_the_fix():
+    from marag.config import ConfigError
+
+    with pytest.raises(ConfigError, match="serves the role planner alone .* give it alone"):
+        _run_config(["eval", "--model", "qwen2.5-coder-0.5b", "--adapter", "qwen-jade",
+                     "--adapter", "qwen-mao-arag", "--dataset", "x.jsonl"])
+
+
+def test_marag_config_shows_the_placement_eval_runs(capsys):
+    import yaml
+
+    from marag.cli import main
+
+    assert main(["config", "--model", "qwen2.5-coder-0.5b", "--adapter", "qwen-adaptive"]) == 0
+    tree = yaml.safe_load(capsys.readouterr().out)
+    assert tree["roles"]["adaptive.classify"] == "trained"
+    assert tree["llms"]["trained"]["adapter"] == ["qwen-adaptive"]
+    assert tree["llms"]["default"]["adapter"] == []

@@ -9,6 +9,7 @@ import textwrap
 
 import pytest
 
+from marag.llm.trained import ROLE_LLM
 from marag.report import paper_table as pt
 
 PAPER = textwrap.dedent("""
@@ -169,9 +170,9 @@ def test_a_role_trained_adapter_serves_that_role_alone():
     ada = pt.with_row_adapter(config, "adaptive-rag", "qwen-adaptive")
     # Adaptive-RAG: the classifier takes the adapter; the strategies run the plain backbone
     assert ada.llms["default"].adapter == []
-    assert ada.backend_for("adaptive.classify") == pt.ROLE_LLM
-    assert ada.llms[pt.ROLE_LLM].adapter == ["qwen-adaptive"]
-    assert ada.llms[pt.ROLE_LLM].model == "qwen2.5-coder-0.5b"
+    assert ada.backend_for("adaptive.classify") == ROLE_LLM
+    assert ada.llms[ROLE_LLM].adapter == ["qwen-adaptive"]
+    assert ada.llms[ROLE_LLM].model == "qwen2.5-coder-0.5b"
     assert ada.backend_for("AG") == ada.backend_for("ircot") == "default"
     assert config.llms["default"].adapter == []  # the row's config is a copy
     assert pt.with_row_adapter(ada, "adaptive-rag", "qwen-adaptive") is ada  # made for it
@@ -179,8 +180,8 @@ def test_a_role_trained_adapter_serves_that_role_alone():
         pt.with_row_adapter(ada, "adaptive-rag", "another-classifier")
     # MAO-ARAG: the planner is trained, its executors ran the untrained model
     mao = pt.with_row_adapter(config, "mao-arag", "qwen-mao-arag")
-    assert mao.backend_for("planner") == pt.ROLE_LLM
-    assert mao.llms[pt.ROLE_LLM].adapter == ["qwen-mao-arag"]
+    assert mao.backend_for("planner") == ROLE_LLM
+    assert mao.llms[ROLE_LLM].adapter == ["qwen-mao-arag"]
     assert mao.backend_for("AG") == mao.backend_for("QR") == "default"
     assert mao.llms["default"].adapter == []
 
@@ -194,12 +195,20 @@ def test_a_one_role_row_serves_its_other_roles_with_its_runs_frozen_adapters(mon
         "qwen2.5-coder-0.5b", ("docs/sft", "docs/rl"), team=("generator-sft",)))
     config = load_config(overrides=["llms.default.model=qwen2.5-coder-0.5b"])
     rrr = pt.with_row_adapter(config, "rrr", "rewriter")
-    assert rrr.backend_for("mmoa.QR") == pt.ROLE_LLM
-    assert rrr.llms[pt.ROLE_LLM].adapter == ["rewriter"]
+    assert rrr.backend_for("mmoa.QR") == ROLE_LLM
+    assert rrr.llms[ROLE_LLM].adapter == ["rewriter"]
     assert rrr.backend_for("AG") == "default"
     assert rrr.llms["default"].adapter == ["generator-sft"]
     # a folder (no registration, so no record of the run's team): the others stay untrained
     bgm = pt.with_row_adapter(config, "bgm", "runs/train/bgm/policy")
-    assert bgm.backend_for("DS") == pt.ROLE_LLM
-    assert bgm.llms[pt.ROLE_LLM].adapter == ["runs/train/bgm/policy"]
+    assert bgm.backend_for("DS") == ROLE_LLM
+    assert bgm.llms[ROLE_LLM].adapter == ["runs/train/bgm/policy"]
     assert bgm.llms["default"].adapter == []
+
+
+def test_a_registered_one_role_adapter_names_the_role_its_row_serves():
+    from marag.llm.trained import TRAINED
+
+    for kinds in pt.ADAPTERS.values():
+        for kind, name in kinds.items():
+            assert TRAINED[name].role == pt.ADAPTER_ROLES.get(kind), (kind, name)

@@ -17,7 +17,8 @@ def register(sub: Any) -> None:
         description=HELP + ". With no options it runs offline: the embedded SmolLM2 model and "
         "the built-in wiki-demo BM25 index.")
     p.add_argument("question", help="the question to answer")
-    add_run_options(p, index_help="retrieval index directory or built-in corpus")
+    add_run_options(p, index_help="retrieval index directory or built-in corpus",
+                    places_roles=True)
     p.add_argument("--k", type=int, default=None,
                    help="documents per retrieval; sets method.top_k")
     p.add_argument("--answer", dest="golden", action="append", default=[], metavar="TEXT",

@@ -6,15 +6,17 @@ import argparse
 import sys
 from typing import Any
 
-from marag.commands.options import add_run_options, run_overrides
+from marag.commands.options import add_run_options, place_role_adapter, run_overrides
 
 HELP = "print the resolved config (extends merged, shorthands and --set applied) as YAML"
 
 
 def register(sub: Any) -> None:
     p = sub.add_parser("config", help=HELP, description=HELP + ": what marag ask, eval, "
-                       "sft or train would run with the same options.")
-    add_run_options(p, index_help="retrieval index")
+                       "sft or train would run with the same options (a one-role --adapter "
+                       "as ask and eval place it; sft and train merge every --adapter into "
+                       "llms.default).")
+    add_run_options(p, index_help="retrieval index", places_roles=True)
     p.add_argument("--section", metavar="NAME",
                    help="print one top-level section only (e.g. train, method, llms)")
     p.set_defaults(func=run)
@@ -25,7 +27,8 @@ def run(args: argparse.Namespace) -> int:
 
     from marag.config import load_config
 
-    config = load_config(args.config, run_overrides(args) + list(args.overrides))
+    config = place_role_adapter(load_config(args.config, run_overrides(args)
+                                            + list(args.overrides)), args)
     tree = config.model_dump(mode="json")
     if args.section is not None:
         if args.section not in tree:

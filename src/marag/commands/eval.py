@@ -27,7 +27,8 @@ def register(sub: Any) -> None:
     p.add_argument("--question-timeout", type=float, default=None, metavar="SECONDS",
                    help="record a question as failed when its workflow runs longer than this; "
                         "sets eval.question_timeout (default: no limit)")
-    add_run_options(p, index_help="retrieval index directory or built-in corpus name")
+    add_run_options(p, index_help="retrieval index directory or built-in corpus name",
+                    places_roles=True)
     p.add_argument("--out", default=None,
                    help="run directory (default: runs/<method>-<dataset>)")
     p.add_argument("--force", action="store_true",

@@ -14,7 +14,11 @@ from marag.llm.trained import TRAINED
 from marag.methods import METHOD_NAMES
 
 
-def add_run_options(p: Any, *, index_help: str) -> None:
+def add_run_options(p: Any, *, index_help: str, places_roles: bool = False) -> None:
+    """The shared options. ``places_roles``: the command runs a method as it is served (ask,
+    eval, serve, config), so a registered one-role adapter given alone to ``--adapter``
+    serves its role only (:func:`place_role_adapter`); otherwise (sft, train: the adapters are
+    the policy's warm start) every adapter is merged into the default LLM."""
     default = MethodConfig.model_fields["name"].default
     p.add_argument("--method", default=None, choices=METHOD_NAMES,
                    help=f"method to run (default: method.name from the config, {default})")
@@ -32,7 +36,12 @@ def add_run_options(p: Any, *, index_help: str) -> None:
                    help="LoRA adapter folder from marag train/sft (its policy/ folder), or "
                         "the name of an adapter marag's learning runs trained "
                         f"({', '.join(sorted(TRAINED))}; each with the model it was trained "
-                        "on), merged into the default hf model; repeatable, merged in order")
+                        "on), merged into the default hf model; repeatable, merged in order"
+                        + ("; a name trained for one role ("
+                           + ", ".join(f"{n}: {t.role}" for n, t in sorted(TRAINED.items())
+                                       if t.role)
+                           + ") serves that role alone, given alone" if places_roles else ""))
+    p.set_defaults(place_roles=places_roles)
 
 
 def load_run_config(args: argparse.Namespace, overrides: list[str]) -> Config:
@@ -41,9 +50,43 @@ def load_run_config(args: argparse.Namespace, overrides: list[str]) -> Config:
     opt-in model that has not been installed."""
     from marag.config import load_config
 
-    config = load_config(args.config, overrides)
+    config = place_role_adapter(load_config(args.config, overrides), args)
     check_run_config(config)
     return config
+
+
+def role_adapter(args: argparse.Namespace) -> str | None:
+    """The registered one-role adapter ``--adapter`` names, when the command places roles
+    (``args.place_roles``); it must come alone, since the roles it leaves take its run's
+    ``team`` adapters, not the other ``--adapter`` entries."""
+    from marag.config import ConfigError
+    from marag.llm.trained import one_role
+
+    given = list(getattr(args, "adapter", None) or [])
+    if not getattr(args, "place_roles", False):
+        return None
+    named = [a for a in given if one_role(a)]
+    if not named:
+        return None
+    if len(given) > 1:
+        raise ConfigError(f"--adapter {named[0]} serves the role {one_role(named[0])} alone "
+                          "(the other roles take the adapters its run trained beside it): "
+                          "give it alone, or pass its folders as paths to merge them into "
+                          "every role")
+    return named[0]
+
+
+def place_role_adapter(config: Config, args: argparse.Namespace) -> Config:
+    """``config`` with the one-role adapter of ``--adapter`` (:func:`role_adapter`), if any,
+    serving its role alone (``llms.trained``)."""
+    from marag.llm.trained import TRAINED, with_role_adapter
+
+    name = role_adapter(args)
+    if name is None:
+        return config
+    role = TRAINED[name].role
+    assert role is not None
+    return with_role_adapter(config, role, name, label=f"--adapter {name}")
 
 
 def check_run_config(config: Config) -> None:
@@ -79,7 +122,7 @@ def run_overrides(args: argparse.Namespace) -> list[str]:
         out.append(f"llms.default.model={args.model}")
     if args.index:
         out.append(f"retrieval.index={args.index}")
-    if getattr(args, "adapter", None):
+    if getattr(args, "adapter", None) and role_adapter(args) is None:  # else placed on load
         import json
 
         out.append(f"llms.default.adapter={json.dumps(args.adapter)}")

@@ -17,7 +17,8 @@ def register(sub: Any) -> None:
         "serve", help=HELP,
         description=HELP + ". The model and index are loaded once at start and shared by every "
         "request. Binds 127.0.0.1 unless told otherwise.")
-    add_run_options(p, index_help="retrieval index directory or built-in corpus")
+    add_run_options(p, index_help="retrieval index directory or built-in corpus",
+                    places_roles=True)
     p.add_argument("--runs", default="runs", metavar="DIR",
                    help="directory whose sub-directories are run directories (default: runs)")
     p.add_argument("--host", default="127.0.0.1",

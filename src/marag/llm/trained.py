@@ -6,14 +6,23 @@ merged in the order the run trained them (a warm start, then the RL adapter trai
 Each name is tied to the model it was trained on; another model is refused, because an
 adapter's deltas only mean something on the weights they were trained against. A path is
 always a path: a folder holding an adapter wins over a name.
+
+An adapter trained for one role beside frozen ones (``TrainedAdapter.role``: Adaptive-RAG's
+classifier, RRR's rewriter, MAO-ARAG's planner) serves that role alone: :func:`with_role_adapter`
+gives the role a copy of its LLM (``llms.trained``) carrying the adapter, and the LLMs of the
+other roles the adapters its run's frozen roles had (``TrainedAdapter.team``).
 """
 
 from __future__ import annotations
 
 from dataclasses import dataclass
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 from marag.llm.base import LLMError
+
+if TYPE_CHECKING:
+    from marag.config import Config
 
 
 @dataclass(frozen=True, slots=True)
@@ -24,7 +33,12 @@ class TrainedAdapter:
     # registered names of the adapters its frozen roles ran with, so that a table row serves
     # them so (``folders`` then holds the trained role's warm start too, first)
     team: tuple[str, ...] = ()
+    # the one role it was trained for, which it serves alone (None: it serves every role)
+    role: str | None = None
 
+
+# the llms entry that serves a one-role adapter's role
+ROLE_LLM = "trained"
 
 TRAINED: dict[str, TrainedAdapter] = {
     "qwen-jade": TrainedAdapter(
@@ -58,6 +72,7 @@ TRAINED: dict[str, TrainedAdapter] = {
         # vanilla and ircot runs over a stratified 200 of fold A; it serves the classifier
         # role alone (docs/results/qwen-adaptive/README.md)
         folders=("docs/results/qwen-adaptive/classifier",),
+        role="adaptive.classify",
     ),
     "qwen-retrobust": TrainedAdapter(
         model="qwen2.5-coder-0.5b",
@@ -73,6 +88,7 @@ TRAINED: dict[str, TrainedAdapter] = {
         # iteration-3 checkpoint, chosen on development (docs/results/qwen-rrr/README.md)
         folders=("docs/results/qwen-mmoa/sft", "docs/results/qwen-rrr/rewriter"),
         team=("qwen-mmoa-sft",),
+        role="mmoa.QR",
     ),
     "qwen-mao-arag": TrainedAdapter(
         model="qwen2.5-coder-0.5b",
@@ -80,6 +96,7 @@ TRAINED: dict[str, TrainedAdapter] = {
         # MAO-ARAG's reward (alpha 0) beside executors on the untrained model; it serves the
         # planner role alone (docs/results/qwen-mao-arag/README.md)
         folders=("docs/results/qwen-mao-arag/sft", "docs/results/qwen-mao-arag/rl"),
+        role="planner",
     ),
     "qwen-mmoa-sft": TrainedAdapter(
         model="qwen2.5-coder-0.5b",
@@ -119,3 +136,40 @@ def resolve_adapters(entries: list[str] | tuple[str, ...], model: str) -> list[s
                 "repository, or pass the adapter folders themselves with --adapter")
         out += [str(f) for f in folders]
     return out
+
+
+def one_role(entry: str) -> str | None:
+    """The role a registered one-role adapter serves alone; None for an adapter folder (a
+    path is always a path) or an adapter that serves every role."""
+    if (Path(entry) / "adapter_config.json").is_file():
+        return None
+    spec = TRAINED.get(entry)
+    return spec.role if spec is not None else None
+
+
+def with_role_adapter(config: Config, role: str, adapter: str, *, label: str) -> Config:
+    """``config`` with ``adapter`` serving ``role`` alone: on ``llms.trained``, a copy of the
+    LLM that served the role; the LLMs serving the other roles take the registered adapter's
+    ``team``, if it has one. ``label`` names who asks, for the error when ``llms.trained``
+    already serves something else. A config already made so is returned as it is."""
+    from marag.config import Config as ConfigModel
+    from marag.config import ConfigError
+
+    raw = config.model_dump()
+    if ROLE_LLM in raw["llms"]:
+        if (config.backend_for(role) == ROLE_LLM
+                and raw["llms"][ROLE_LLM]["adapter"] == [adapter]):
+            # a config made for it (configs/qwen/adaptive-rag.yaml): its other LLMs are taken
+            # to be as wanted
+            return config
+        raise ConfigError(f"llms.{ROLE_LLM} is taken; {label} puts its trained adapter there")
+    own = config.backend_for(role)
+    raw["llms"][ROLE_LLM] = {**raw["llms"][own], "adapter": [adapter]}
+    raw["roles"] = {**raw["roles"], role: ROLE_LLM}
+    spec = TRAINED.get(adapter)
+    if spec is not None and spec.team:
+        serving = {config.backend_for(r) for r in raw["roles"] if r != role}
+        serving.add(raw["roles"].get("default", "default"))
+        for name in serving - {ROLE_LLM}:
+            raw["llms"][name]["adapter"] = list(spec.team)
+    return ConfigModel.model_validate(raw)

@@ -72,50 +72,28 @@ def self_rag_problem(model: str, backend: str | None) -> str:
     return ""
 
 
-# rows whose adapter was trained for one role alone: it serves that role only (a copy of the
-# LLM serving that role, with the adapter), and the row's other roles run the backbone, with the
-# adapters their training run's frozen roles had (``TrainedAdapter.team``) when the adapter
-# is a registered name. Adaptive-RAG's classifier is a model of its own in the paper
-# (T5-large), and its strategies (no retrieval, single-step, IRCoT) are the untrained LLM's;
-# RRR's rewriter and BGM's bridge are trained beside a generator from the SFT (MMOA-RAG
+# rows whose adapter was trained for one role alone: it serves that role only
+# (marag.llm.trained.with_role_adapter), whether the row's adapter is a registered name (whose
+# TrainedAdapter.role agrees) or a folder. Adaptive-RAG's classifier is a model of its own in
+# the paper (T5-large), and its strategies (no retrieval, single-step, IRCoT) are the untrained
+# LLM's; RRR's rewriter and BGM's bridge are trained beside a generator from the SFT (MMOA-RAG
 # S5.1.3); MAO-ARAG trains its planner alone, its executors fixed.
 ADAPTER_ROLES: dict[str, str] = {"adaptive-rag": "adaptive.classify", "rrr": "mmoa.QR",
                                  "bgm": "DS", "mao-arag": "planner"}
-# the llms entry that serves such a role
-ROLE_LLM = "trained"
 
 
 def with_row_adapter(config: Any, row_method: str, adapter: str) -> Any:
     """``config`` with a trained row's ``adapter``: on the default LLM, or, for a row in
-    ``ADAPTER_ROLES``, on a copy of the LLM serving the trained role (``llms.trained``) that
-    serves that role alone; the LLMs serving the other roles then take the registered
-    adapter's ``team`` (the adapters its run's frozen roles had), if it has one."""
-    from marag.config import Config, ConfigError
-    from marag.llm.trained import TRAINED
+    ``ADAPTER_ROLES``, serving the trained role alone (``with_role_adapter``)."""
+    from marag.config import Config
+    from marag.llm.trained import with_role_adapter
 
-    raw = config.model_dump()
     role = ADAPTER_ROLES.get(row_method)
     if role is None:
+        raw = config.model_dump()
         raw["llms"]["default"]["adapter"] = [adapter]
-    else:
-        if ROLE_LLM in raw["llms"]:
-            if (config.backend_for(role) == ROLE_LLM
-                    and raw["llms"][ROLE_LLM]["adapter"] == [adapter]):
-                # a config made for this row (configs/qwen/adaptive-rag.yaml): its other LLMs
-                # are taken to be as the row wants them
-                return config
-            raise ConfigError(f"llms.{ROLE_LLM} is taken; the {row_method} row puts its "
-                              "trained adapter there")
-        own = config.backend_for(role)
-        raw["llms"][ROLE_LLM] = {**raw["llms"][own], "adapter": [adapter]}
-        raw["roles"] = {**raw["roles"], role: ROLE_LLM}
-        spec = TRAINED.get(adapter)
-        if spec is not None and spec.team:
-            serving = {config.backend_for(r) for r in raw["roles"] if r != role}
-            serving.add(raw["roles"].get("default", "default"))
-            for name in serving - {ROLE_LLM}:
-                raw["llms"][name]["adapter"] = list(spec.team)
-    return Config.model_validate(raw)
+        return Config.model_validate(raw)
+    return with_role_adapter(config, role, adapter, label=f"the {row_method} row")
 
 
 # rows that run only on some models: row method -> (model, backend) -> why not ("" if it can)
