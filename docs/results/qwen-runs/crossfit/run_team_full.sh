@@ -8,7 +8,10 @@
 # the other fold, and `vanilla` answers all 1,580 once. Every stage resumes (marag eval, sft
 # and train do): run again after a kill; it spans several CPU sessions on the 2-core box
 # (about 7 CPU hours: fold B's labels ~20 min, SFT ~40, PPO ~45; each row on 790 questions
-# ~40). From the repository root:
+# ~40). A session may start on a machine without runs/: the script first restores what
+# earlier sessions stashed in $STASH (benchmarks/stash_runs.py: traces gzipped, adapters in
+# bfloat16) and stashes again after every stage; before a session ends, stash the stage that
+# is running (the same save command, below) and commit $STASH. From the repository root:
 #   bash docs/results/qwen-runs/crossfit/run_team_full.sh [stage ...]
 #   stages: labels-b sft-b ppo-b team reader warm vanilla report
 set -euo pipefail
@@ -18,6 +21,7 @@ CFG=configs/qwen/jade-train.yaml  # Qwen2.5-Coder-0.5B, its prompt profile, BM25
 CF=runs/data/splits-cf
 OUT=${OUT:-runs/crossfit}
 D=docs/results/qwen-runs/crossfit/team-s200
+STASH=docs/results/qwen-runs/crossfit/full
 stages=("$@"); [ ${#stages[@]} -eq 0 ] && stages=(labels-b sft-b ppo-b team reader warm vanilla report)
 has() { local s; for s in "${stages[@]}"; do [ "$s" = "$1" ] && return 0; done; return 1; }
 other() { [ "$1" = a ] && echo b || echo a; }
@@ -26,6 +30,15 @@ other() { [ "$1" = a ] && echo b || echo a; }
 [ -f $CF/fold-b-s320.jsonl ] || $PY benchmarks/stratified_subsample.py \
     $CF/fold-b.jsonl -n 320 --seed 0 --out $CF/fold-b-s320
 mkdir -p $OUT
+[ -d $STASH ] && $PY benchmarks/stash_runs.py restore $STASH $OUT
+stash() {  # what a fresh machine needs to resume: fold B's adapters, every evaluation's traces
+  $PY benchmarks/stash_runs.py save $OUT $STASH --exclude '*/checkpoints/step-*' \
+      --exclude 'jade-ppo-b/checkpoints/iter-00000[12]*' --exclude 'jade-*-a/*'
+}
+bf16() {  # from here on the fold-B adapter is the stashed one, rounded to bfloat16, on every
+  # machine alike: what a later stage reads does not depend on where the stage before ran
+  cp $STASH/${1#$OUT/}/adapter_model.safetensors $1/adapter_model.safetensors
+}
 # the fold-A model: this machine's run of run_team_s200.sh, else its committed adapters
 SFT_A=$OUT/jade-sft-plans-a/policy; PPO_A=$OUT/jade-ppo-a/checkpoints/iter-000003/policy
 [ -f $PPO_A/adapter_config.json ] || { SFT_A=$D/adapters/sft; PPO_A=$D/adapters/ppo; }
@@ -38,18 +51,22 @@ if has labels-b; then  # each fold-B question of the 320 answered by the two fix
       --out $OUT/plans-b/AG --no-progress
   $M eval --config $CFG --method vanilla --dataset $CF/fold-b-s320.jsonl \
       --out $OUT/plans-b/R-AG --no-progress
+  stash
 fi
-if has sft-b; then  # `R, AG` listed first: a tie goes to the plan with documents
+# a training stage whose adapter is there (a finished run, or restored from $STASH) is done
+if has sft-b && [ ! -f $SFT_B/adapter_config.json ]; then  # `R, AG` first: ties go to documents
   $M sft --config $CFG --method jade --set sft.min_f1=0.5 --set sft.epochs=2 \
       --exclude-ids $CF/train-b.exclude.ids \
       --plans "R, AG=$OUT/plans-b/R-AG/traces.jsonl" "AG=$OUT/plans-b/AG/traces.jsonl" \
       --out $OUT/jade-sft-plans-b --no-progress
+  stash; bf16 $SFT_B
 fi
-if has ppo-b; then  # run 2c's settings, fold B only, 3 iterations
+if has ppo-b && [ ! -f $PPO_B/adapter_config.json ]; then  # run 2c's settings, fold B only, 3 iterations
   $M train --config docs/results/qwen-runs/jade-2c/config.yaml \
       --set "llms.default.adapter=[$SFT_B]" \
       --set train.exclude_ids=$CF/train-b.exclude.ids --set train.eval_dataset=null \
       --set train.iterations=3 --out $OUT/jade-ppo-b --no-progress
+  stash; bf16 $PPO_B
 fi
 for f in a b; do  # each fold model on the whole other fold
   o=$(other $f)
@@ -65,12 +82,14 @@ for f in a b; do  # each fold model on the whole other fold
     $M eval --config $CFG --method jade --adapter "$(sft $f)" \
         --dataset $CF/fold-$o.jsonl --out $OUT/warm-$f-on-$o --no-progress
   fi
+  stash
 done
 if has vanilla; then  # the untrained baseline, once on all 1,580
   for f in a b; do
     $M eval --config $CFG --method vanilla --dataset $CF/fold-$f.jsonl \
         --out $OUT/vanilla-on-$f --no-progress
   done
+  stash
 fi
 if has report; then  # family 1 on the 1,580: 95% and 99% intervals, Holm (m = 5)
   P=benchmarks/paired_bootstrap.py

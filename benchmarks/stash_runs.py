@@ -1,0 +1,139 @@
+"""Carry long runs' progress across CPU sessions on machines that do not keep ``runs/``.
+
+A run of several CPU hours spans sessions, and a session may start on a fresh machine: what
+``runs/`` held is gone, and only commits survive. ``save`` copies what a resumed run needs
+into a folder that can be committed, small: each evaluation run's records with its traces
+gzipped (``marag eval`` appends a trace per finished question, so a partial run resumes from
+them), and each adapter folder's LoRA weights rounded to bfloat16 (half the bytes; marag
+merges them as float32). ``restore`` puts them back where the run reads them, so the same
+command resumes. Training state mid-run (optimizer moments, a half-finished SFT) is not
+carried: stash a training stage once it has finished.
+
+    python benchmarks/stash_runs.py save runs/crossfit docs/results/qwen-runs/crossfit/full
+    python benchmarks/stash_runs.py restore docs/results/qwen-runs/crossfit/full runs/crossfit
+"""
+
+from __future__ import annotations
+
+import argparse
+import fnmatch
+import gzip
+import shutil
+import sys
+from pathlib import Path
+
+RECORDS = ("run.json", "config.yaml", "metrics.json")  # an evaluation run's small records
+ADAPTER_FILES = ("adapter_config.json", "value_head.pt")  # copied as they are
+
+
+def count_lines(path: Path) -> int:
+    opener = gzip.open if path.suffix == ".gz" else open
+    with opener(path, "rt", encoding="utf-8") as f:
+        return sum(1 for line in f if line.strip())
+
+
+def kept(root: Path, folders: set[Path], exclude: list[str]) -> list[Path]:
+    return sorted(f for f in folders
+                  if not any(fnmatch.fnmatch(str(f.relative_to(root)), e) for e in exclude))
+
+
+def eval_runs(root: Path, exclude: list[str] = []) -> list[Path]:  # noqa: B006 (read only)
+    """Folders under ``root`` that hold an evaluation run's traces, less those whose path
+    (relative to ``root``) matches a pattern of ``exclude``."""
+    return kept(root, {p.parent for p in root.rglob("traces.jsonl*")
+                       if p.name in ("traces.jsonl", "traces.jsonl.gz")}, exclude)
+
+
+def adapters(root: Path, exclude: list[str] = []) -> list[Path]:  # noqa: B006 (read only)
+    return kept(root, {p.parent for p in root.rglob("adapter_config.json")
+                       if (p.parent / "adapter_model.safetensors").is_file()}, exclude)
+
+
+def save_adapter(src: Path, dst: Path) -> None:
+    import torch
+    from safetensors.torch import load_file, save_file
+
+    dst.mkdir(parents=True, exist_ok=True)
+    weights = load_file(str(src / "adapter_model.safetensors"))
+    save_file({k: v.to(torch.bfloat16) if v.is_floating_point() else v
+               for k, v in weights.items()}, str(dst / "adapter_model.safetensors"))
+    for name in ADAPTER_FILES:
+        if (src / name).is_file():
+            shutil.copy2(src / name, dst / name)
+
+
+def save(src: Path, dst: Path, exclude: list[str]) -> list[str]:
+    done = []
+    for run in eval_runs(src, exclude):
+        rel = run.relative_to(src)
+        out = dst / rel
+        out.mkdir(parents=True, exist_ok=True)
+        for name in RECORDS:
+            if (run / name).is_file():
+                shutil.copy2(run / name, out / name)
+        plain = run / "traces.jsonl"
+        if plain.is_file():
+            with open(plain, "rb") as f, gzip.open(out / "traces.jsonl.gz", "wb") as g:
+                shutil.copyfileobj(f, g)
+        else:  # a run already packed
+            shutil.copy2(run / "traces.jsonl.gz", out / "traces.jsonl.gz")
+        n = count_lines(out / "traces.jsonl.gz")
+        done.append(f"{rel}: {n} traces")
+    for folder in adapters(src, exclude):
+        rel = folder.relative_to(src)
+        save_adapter(folder, dst / rel)
+        done.append(f"{rel}: adapter in bfloat16")
+    return done
+
+
+def restore(src: Path, dst: Path) -> list[str]:
+    """Back into ``dst``; a run there with at least as many traces is left alone."""
+    done = []
+    for run in eval_runs(src):
+        rel = run.relative_to(src)
+        out = dst / rel
+        packed = run / "traces.jsonl.gz"
+        n = count_lines(packed)
+        here = out / "traces.jsonl"
+        if here.is_file() and count_lines(here) >= n:
+            done.append(f"{rel}: kept ({count_lines(here)} traces here, {n} stashed)")
+            continue
+        out.mkdir(parents=True, exist_ok=True)
+        for name in RECORDS:
+            if (run / name).is_file():
+                shutil.copy2(run / name, out / name)
+        with gzip.open(packed, "rb") as g, open(here, "wb") as f:
+            shutil.copyfileobj(g, f)
+        done.append(f"{rel}: {n} traces restored")
+    for folder in adapters(src):
+        rel = folder.relative_to(src)
+        out = dst / rel
+        if (out / "adapter_model.safetensors").is_file():
+            done.append(f"{rel}: kept (an adapter is there)")
+            continue
+        shutil.copytree(folder, out, dirs_exist_ok=True)
+        done.append(f"{rel}: adapter restored (bfloat16)")
+    return done
+
+
+def main(argv: list[str] | None = None) -> int:
+    p = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    p.add_argument("action", choices=("save", "restore"))
+    p.add_argument("src", type=Path)
+    p.add_argument("dst", type=Path)
+    p.add_argument("--exclude", action="append", default=[], metavar="GLOB",
+                   help="save: leave out runs and adapters whose path under SRC matches "
+                        "(e.g. '*/checkpoints/iter-000001/*'); repeatable")
+    args = p.parse_args(argv)
+    if not args.src.is_dir():
+        print(f"stash_runs: {args.src} is not a folder", file=sys.stderr)
+        return 2
+    done = (save(args.src, args.dst, args.exclude) if args.action == "save"
+            else restore(args.src, args.dst))
+    for line in done:
+        print(line)
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
