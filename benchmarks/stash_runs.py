@@ -7,7 +7,10 @@ gzipped (``marag eval`` appends a trace per finished question, so a partial run 
 them), and each adapter folder's LoRA weights rounded to bfloat16 (half the bytes; marag
 merges them as float32). ``restore`` puts them back where the run reads them, so the same
 command resumes. Training state mid-run (optimizer moments, a half-finished SFT) is not
-carried: stash a training stage once it has finished.
+carried: stash a training stage once it has finished. The bytes written depend only on the
+content (gzip without a time stamp), so saving an unchanged run changes nothing in git. A
+restored run resumes only in a checkout at the same path: ``marag eval`` names its dataset
+by absolute path in the run's identity.
 
     python benchmarks/stash_runs.py save runs/crossfit docs/results/qwen-runs/crossfit/full
     python benchmarks/stash_runs.py restore docs/results/qwen-runs/crossfit/full runs/crossfit
@@ -32,21 +35,29 @@ def count_lines(path: Path) -> int:
         return sum(1 for line in f if line.strip())
 
 
-def kept(root: Path, folders: set[Path], exclude: list[str]) -> list[Path]:
-    return sorted(f for f in folders
-                  if not any(fnmatch.fnmatch(str(f.relative_to(root)), e) for e in exclude))
+def kept(root: Path, folders: set[Path], include: list[str] | None) -> list[Path]:
+    """``folders`` whose path relative to ``root`` matches a pattern of ``include`` (all of
+    them when it is None)."""
+    return sorted(f for f in folders if include is None
+                  or any(fnmatch.fnmatch(str(f.relative_to(root)), i) for i in include))
 
 
-def eval_runs(root: Path, exclude: list[str] = []) -> list[Path]:  # noqa: B006 (read only)
-    """Folders under ``root`` that hold an evaluation run's traces, less those whose path
-    (relative to ``root``) matches a pattern of ``exclude``."""
+def eval_runs(root: Path, include: list[str] | None = None) -> list[Path]:
+    """Folders under ``root`` that hold an evaluation run's traces."""
     return kept(root, {p.parent for p in root.rglob("traces.jsonl*")
-                       if p.name in ("traces.jsonl", "traces.jsonl.gz")}, exclude)
+                       if p.name in ("traces.jsonl", "traces.jsonl.gz")}, include)
 
 
-def adapters(root: Path, exclude: list[str] = []) -> list[Path]:  # noqa: B006 (read only)
+def adapters(root: Path, include: list[str] | None = None) -> list[Path]:
     return kept(root, {p.parent for p in root.rglob("adapter_config.json")
-                       if (p.parent / "adapter_model.safetensors").is_file()}, exclude)
+                       if (p.parent / "adapter_model.safetensors").is_file()}, include)
+
+
+def gzip_to(src: Path, dst: Path) -> None:
+    """``src`` gzipped into ``dst``, the same bytes for the same content (no time stamp)."""
+    with open(src, "rb") as f, open(dst, "wb") as raw, \
+            gzip.GzipFile(filename="", mode="wb", fileobj=raw, mtime=0) as g:
+        shutil.copyfileobj(f, g)
 
 
 def save_adapter(src: Path, dst: Path) -> None:
@@ -62,9 +73,9 @@ def save_adapter(src: Path, dst: Path) -> None:
             shutil.copy2(src / name, dst / name)
 
 
-def save(src: Path, dst: Path, exclude: list[str]) -> list[str]:
+def save(src: Path, dst: Path, include: list[str] | None = None) -> list[str]:
     done = []
-    for run in eval_runs(src, exclude):
+    for run in eval_runs(src, include):
         rel = run.relative_to(src)
         out = dst / rel
         out.mkdir(parents=True, exist_ok=True)
@@ -73,13 +84,12 @@ def save(src: Path, dst: Path, exclude: list[str]) -> list[str]:
                 shutil.copy2(run / name, out / name)
         plain = run / "traces.jsonl"
         if plain.is_file():
-            with open(plain, "rb") as f, gzip.open(out / "traces.jsonl.gz", "wb") as g:
-                shutil.copyfileobj(f, g)
+            gzip_to(plain, out / "traces.jsonl.gz")
         else:  # a run already packed
             shutil.copy2(run / "traces.jsonl.gz", out / "traces.jsonl.gz")
         n = count_lines(out / "traces.jsonl.gz")
         done.append(f"{rel}: {n} traces")
-    for folder in adapters(src, exclude):
+    for folder in adapters(src, include):
         rel = folder.relative_to(src)
         save_adapter(folder, dst / rel)
         done.append(f"{rel}: adapter in bfloat16")
@@ -87,7 +97,8 @@ def save(src: Path, dst: Path, exclude: list[str]) -> list[str]:
 
 
 def restore(src: Path, dst: Path) -> list[str]:
-    """Back into ``dst``; a run there with at least as many traces is left alone."""
+    """Back into ``dst``. A run there with at least as many traces is left alone; one with
+    fewer has its traces moved aside (``traces.before-restore.jsonl``), not lost."""
     done = []
     for run in eval_runs(src):
         rel = run.relative_to(src)
@@ -99,6 +110,8 @@ def restore(src: Path, dst: Path) -> list[str]:
             done.append(f"{rel}: kept ({count_lines(here)} traces here, {n} stashed)")
             continue
         out.mkdir(parents=True, exist_ok=True)
+        if here.is_file():
+            here.replace(out / "traces.before-restore.jsonl")
         for name in RECORDS:
             if (run / name).is_file():
                 shutil.copy2(run / name, out / name)
@@ -121,14 +134,15 @@ def main(argv: list[str] | None = None) -> int:
     p.add_argument("action", choices=("save", "restore"))
     p.add_argument("src", type=Path)
     p.add_argument("dst", type=Path)
-    p.add_argument("--exclude", action="append", default=[], metavar="GLOB",
-                   help="save: leave out runs and adapters whose path under SRC matches "
-                        "(e.g. '*/checkpoints/iter-000001/*'); repeatable")
+    p.add_argument("--include", action="append", default=None, metavar="GLOB",
+                   help="save: only the runs and adapter folders whose path under SRC "
+                        "matches (e.g. 'jade-ppo-b/checkpoints/iter-000003/policy'); "
+                        "repeatable; default: all of them")
     args = p.parse_args(argv)
     if not args.src.is_dir():
         print(f"stash_runs: {args.src} is not a folder", file=sys.stderr)
         return 2
-    done = (save(args.src, args.dst, args.exclude) if args.action == "save"
+    done = (save(args.src, args.dst, args.include) if args.action == "save"
             else restore(args.src, args.dst))
     for line in done:
         print(line)

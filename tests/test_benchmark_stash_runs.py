@@ -42,11 +42,14 @@ def test_save_then_restore_on_a_fresh_machine_resumes_where_the_run_stopped(stas
 
     runs = _runs(tmp_path)
     dst = tmp_path / "stash"
-    lines = stash.save(runs, dst, ["*/iter-000001/*"])
+    lines = stash.save(runs, dst, ["plans-b/*", "ppo/checkpoints/iter-000003/policy"])
     assert "plans-b/AG: 3 traces" in lines
     with gzip.open(dst / "plans-b" / "AG" / "traces.jsonl.gz", "rt") as f:
         assert [json.loads(x)["id"] for x in f] == ["q0", "q1", "q2"]
-    assert not (dst / "ppo" / "checkpoints" / "iter-000001").exists()  # excluded
+    assert not (dst / "ppo" / "checkpoints" / "iter-000001").exists()  # not included
+    packed = (dst / "plans-b/AG/traces.jsonl.gz").read_bytes()
+    stash.save(runs, dst, None)  # the same content: the same bytes (git sees no change)
+    assert (dst / "plans-b/AG/traces.jsonl.gz").read_bytes() == packed
     w = load_file(str(dst / "ppo/checkpoints/iter-000003/policy/adapter_model.safetensors"))
     assert str(w["lora_A.weight"].dtype) == "torch.bfloat16"
 
@@ -62,10 +65,15 @@ def test_save_then_restore_on_a_fresh_machine_resumes_where_the_run_stopped(stas
 def test_restore_never_replaces_a_run_that_got_further(stash, tmp_path):
     runs = _runs(tmp_path)
     dst = tmp_path / "stash"
-    stash.save(runs, dst, [])
+    stash.save(runs, dst)
     with open(runs / "plans-b/AG/traces.jsonl", "a") as f:
         f.write(json.dumps({"id": "q3"}) + "\n")
     lines = stash.restore(dst, runs)
     assert "plans-b/AG: kept (4 traces here, 3 stashed)" in lines
     assert len((runs / "plans-b/AG/traces.jsonl").read_text().splitlines()) == 4
     assert stash.main(["restore", str(tmp_path / "nowhere"), str(runs)]) == 2
+    # a run here with fewer traces (started over with --force) is moved aside, not lost
+    (runs / "plans-b/AG/traces.jsonl").write_text(json.dumps({"id": "new"}) + "\n")
+    assert "plans-b/AG: 3 traces restored" in stash.restore(dst, runs)
+    assert (runs / "plans-b/AG/traces.before-restore.jsonl").read_text() == '{"id": "new"}\n'
+

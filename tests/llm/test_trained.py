@@ -105,19 +105,22 @@ def test_eval_and_ask_serve_a_one_role_adapter_on_its_role_alone():
     generator its run had (its team)."""
     from marag.llm.trained import ROLE_LLM
 
-    base = ["--model", "qwen2.5-coder-0.5b", "--method", "mao-arag"]
-    mao = _run_config(["eval", *base, "--adapter", "qwen-mao-arag", "--dataset", "x.jsonl"])
+    base = ["--model", "qwen2.5-coder-0.5b"]
+    mao = _run_config(["eval", *base, "--method", "mao-arag", "--adapter", "qwen-mao-arag",
+                       "--dataset", "x.jsonl"])
     assert mao.backend_for("planner") == ROLE_LLM
     assert mao.llms[ROLE_LLM].adapter == ["qwen-mao-arag"]
     assert mao.backend_for("AG") == "default" and mao.llms["default"].adapter == []
-    rrr = _run_config(["ask", *base, "--adapter", "qwen-rrr", "what?"])
+    rrr = _run_config(["ask", *base, "--method", "rrr", "--adapter", "qwen-rrr", "what?"])
     assert rrr.backend_for("mmoa.QR") == ROLE_LLM
     assert rrr.llms["default"].adapter == ["qwen-mmoa-sft"]
     # an adapter for every role, or a folder: merged into the default LLM, as before
-    jade = _run_config(["eval", *base, "--adapter", "qwen-jade", "--dataset", "x.jsonl"])
+    jade = _run_config(["eval", *base, "--method", "jade", "--adapter", "qwen-jade",
+                        "--dataset", "x.jsonl"])
     assert set(jade.llms) == {"default"} and jade.llms["default"].adapter == ["qwen-jade"]
     folder = trained.repo_root() / "docs/results/qwen-mao-arag/rl"
-    path = _run_config(["eval", *base, "--adapter", str(folder), "--dataset", "x.jsonl"])
+    path = _run_config(["eval", *base, "--method", "mao-arag", "--adapter", str(folder),
+                        "--dataset", "x.jsonl"])
     assert set(path.llms) == {"default"} and path.llms["default"].adapter == [str(folder)]
 
 
@@ -135,12 +138,37 @@ def test_a_one_role_adapter_beside_another_is_refused_with_the_fix():
                      "--adapter", "qwen-mao-arag", "--dataset", "x.jsonl"])
 
 
+def test_a_one_role_adapter_refuses_what_would_run_it_otherwise_than_it_trained():
+    from marag.config import ConfigError
+
+    ev = ["eval", "--dataset", "x.jsonl"]
+    with pytest.raises(ConfigError, match="is mao-arag's planner role, trained in that "
+                                          "method: run it with --method mao-arag .* is jade"):
+        _run_config([*ev, "--model", "qwen2.5-coder-0.5b", "--adapter", "qwen-mao-arag"])
+    with pytest.raises(ConfigError, match="--adapter qwen-rrr was trained on "
+                                          "qwen2.5-coder-0.5b, not smollm2"):
+        _run_config([*ev, "--method", "rrr", "--adapter", "qwen-rrr"])
+    # a --set of another LLM's adapters is not silently replaced by the run's team
+    with pytest.raises(ConfigError, match=r"llms.default.adapter=\['qwen-jade'\] already "
+                                          "sets adapters: drop one of the two"):
+        _run_config([*ev, "--model", "qwen2.5-coder-0.5b", "--method", "rrr", "--adapter",
+                     "qwen-rrr", "--set", "llms.default.adapter=[qwen-jade]"])
+
+
+def test_a_config_made_for_the_one_role_adapter_runs_as_it_is():
+    cfg = _run_config(["eval", "--config", "configs/qwen/adaptive-rag.yaml", "--adapter",
+                       "qwen-adaptive", "--dataset", "x.jsonl"])
+    assert cfg.backend_for("adaptive.classify") == "trained"
+    assert cfg.llms["trained"].adapter == ["qwen-adaptive"]
+
+
 def test_marag_config_shows_the_placement_eval_runs(capsys):
     import yaml
 
     from marag.cli import main
 
-    assert main(["config", "--model", "qwen2.5-coder-0.5b", "--adapter", "qwen-adaptive"]) == 0
+    assert main(["config", "--model", "qwen2.5-coder-0.5b", "--method", "adaptive-rag",
+                 "--adapter", "qwen-adaptive"]) == 0
     tree = yaml.safe_load(capsys.readouterr().out)
     assert tree["roles"]["adaptive.classify"] == "trained"
     assert tree["llms"]["trained"]["adapter"] == ["qwen-adaptive"]

@@ -212,3 +212,11 @@ def test_a_registered_one_role_adapter_names_the_role_its_row_serves():
     for kinds in pt.ADAPTERS.values():
         for kind, name in kinds.items():
             assert TRAINED[name].role == pt.ADAPTER_ROLES.get(kind), (kind, name)
+            if TRAINED[name].role is not None:  # the row's method is the one it trained in
+                assert pt.RUNNABLE[kind][0] == TRAINED[name].method, (kind, name)
+    with pytest.raises(Exception, match="the mao-arag row was given qwen-rrr, trained for "
+                                        "rrr's mmoa.QR role alone"):
+        from marag.config import load_config
+
+        pt.with_row_adapter(load_config(overrides=["llms.default.model=qwen2.5-coder-0.5b"]),
+                            "mao-arag", "qwen-rrr")

@@ -78,15 +78,36 @@ def role_adapter(args: argparse.Namespace) -> str | None:
 
 def place_role_adapter(config: Config, args: argparse.Namespace) -> Config:
     """``config`` with the one-role adapter of ``--adapter`` (:func:`role_adapter`), if any,
-    serving its role alone (``llms.trained``)."""
-    from marag.llm.trained import TRAINED, with_role_adapter
+    serving its role alone (``llms.trained``). Refused, with the fix, when the config runs
+    another method than the one its run trained the role in, serves the role with another
+    model, or already gives an LLM adapters (from the config file or ``--set``): the other
+    roles' adapters are the run's ``team``, and a ``--set`` must not be silently replaced."""
+    from marag.config import ConfigError
+    from marag.llm.trained import ROLE_LLM, TRAINED, with_role_adapter
 
     name = role_adapter(args)
     if name is None:
         return config
-    role = TRAINED[name].role
-    assert role is not None
-    return with_role_adapter(config, role, name, label=f"--adapter {name}")
+    spec = TRAINED[name]
+    assert spec.role is not None
+    if (ROLE_LLM in config.llms and config.backend_for(spec.role) == ROLE_LLM
+            and config.llms[ROLE_LLM].adapter == [name]):
+        return config  # a config made for it (configs/qwen/adaptive-rag.yaml)
+    if spec.method is not None and config.method.name != spec.method:
+        raise ConfigError(f"--adapter {name} is {spec.method}'s {spec.role} role, trained in "
+                          f"that method: run it with --method {spec.method} (this run's "
+                          f"method is {config.method.name})")
+    model = config.llms[config.backend_for(spec.role)].model
+    if model != spec.model:
+        raise ConfigError(f"--adapter {name} was trained on {spec.model}, not {model}; use "
+                          f"it with --model {spec.model}")
+    given = {n: llm.adapter for n, llm in config.llms.items() if llm.adapter}
+    if given:
+        raise ConfigError(f"--adapter {name} serves {spec.role} alone and gives the other "
+                          "roles the adapters its run trained beside it, but the config "
+                          + ", ".join(f"llms.{n}.adapter={a}" for n, a in given.items())
+                          + " already sets adapters: drop one of the two")
+    return with_role_adapter(config, spec.role, name, label=f"--adapter {name}")
 
 
 def check_run_config(config: Config) -> None:

@@ -33,8 +33,10 @@ class TrainedAdapter:
     # registered names of the adapters its frozen roles ran with, so that a table row serves
     # them so (``folders`` then holds the trained role's warm start too, first)
     team: tuple[str, ...] = ()
-    # the one role it was trained for, which it serves alone (None: it serves every role)
+    # the one role it was trained for, which it serves alone (None: it serves every role),
+    # and the method its run trained that role in
     role: str | None = None
+    method: str | None = None
 
 
 # the llms entry that serves a one-role adapter's role
@@ -72,7 +74,7 @@ TRAINED: dict[str, TrainedAdapter] = {
         # vanilla and ircot runs over a stratified 200 of fold A; it serves the classifier
         # role alone (docs/results/qwen-adaptive/README.md)
         folders=("docs/results/qwen-adaptive/classifier",),
-        role="adaptive.classify",
+        role="adaptive.classify", method="adaptive-rag",
     ),
     "qwen-retrobust": TrainedAdapter(
         model="qwen2.5-coder-0.5b",
@@ -88,7 +90,7 @@ TRAINED: dict[str, TrainedAdapter] = {
         # iteration-3 checkpoint, chosen on development (docs/results/qwen-rrr/README.md)
         folders=("docs/results/qwen-mmoa/sft", "docs/results/qwen-rrr/rewriter"),
         team=("qwen-mmoa-sft",),
-        role="mmoa.QR",
+        role="mmoa.QR", method="rrr",
     ),
     "qwen-mao-arag": TrainedAdapter(
         model="qwen2.5-coder-0.5b",
@@ -96,7 +98,7 @@ TRAINED: dict[str, TrainedAdapter] = {
         # MAO-ARAG's reward (alpha 0) beside executors on the untrained model; it serves the
         # planner role alone (docs/results/qwen-mao-arag/README.md)
         folders=("docs/results/qwen-mao-arag/sft", "docs/results/qwen-mao-arag/rl"),
-        role="planner",
+        role="planner", method="mao-arag",
     ),
     "qwen-mmoa-sft": TrainedAdapter(
         model="qwen2.5-coder-0.5b",

@@ -85,10 +85,14 @@ ADAPTER_ROLES: dict[str, str] = {"adaptive-rag": "adaptive.classify", "rrr": "mm
 def with_row_adapter(config: Any, row_method: str, adapter: str) -> Any:
     """``config`` with a trained row's ``adapter``: on the default LLM, or, for a row in
     ``ADAPTER_ROLES``, serving the trained role alone (``with_role_adapter``)."""
-    from marag.config import Config
-    from marag.llm.trained import with_role_adapter
+    from marag.config import Config, ConfigError
+    from marag.llm.trained import TRAINED, with_role_adapter
 
     role = ADAPTER_ROLES.get(row_method)
+    spec = TRAINED.get(adapter)
+    if spec is not None and spec.role is not None and spec.role != role:
+        raise ConfigError(f"the {row_method} row was given {adapter}, trained for "
+                          f"{spec.method}'s {spec.role} role alone")
     if role is None:
         raw = config.model_dump()
         raw["llms"]["default"]["adapter"] = [adapter]

@@ -10,10 +10,13 @@
 # (about 7 CPU hours: fold B's labels ~20 min, SFT ~40, PPO ~45; each row on 790 questions
 # ~40). A session may start on a machine without runs/: the script first restores what
 # earlier sessions stashed in $STASH (benchmarks/stash_runs.py: traces gzipped, adapters in
-# bfloat16) and stashes again after every stage; before a session ends, stash the stage that
-# is running (the same save command, below) and commit $STASH. From the repository root:
+# bfloat16) and stashes again after every stage. Before a session ends, stash an evaluation
+# that is running (`bash ...run_team_full.sh stash`: its finished questions resume) and commit
+# $STASH; a training stage (sft-b, ppo-b) is carried only once it has finished, so a killed one
+# starts over. A restored run resumes in a checkout at the same path (marag eval names its
+# dataset by absolute path). From the repository root:
 #   bash docs/results/qwen-runs/crossfit/run_team_full.sh [stage ...]
-#   stages: labels-b sft-b ppo-b team reader warm vanilla report
+#   stages: labels-b sft-b ppo-b team reader warm vanilla report (stash: only save)
 set -euo pipefail
 M=${MARAG:-.venv/bin/marag}
 PY=${PYTHON:-.venv/bin/python}
@@ -32,16 +35,19 @@ other() { [ "$1" = a ] && echo b || echo a; }
 mkdir -p $OUT
 [ -d $STASH ] && $PY benchmarks/stash_runs.py restore $STASH $OUT
 stash() {  # what a fresh machine needs to resume: fold B's adapters, every evaluation's traces
-  $PY benchmarks/stash_runs.py save $OUT $STASH --exclude '*/checkpoints/step-*' \
-      --exclude 'jade-ppo-b/checkpoints/iter-00000[12]*' --exclude 'jade-*-a/*'
+  $PY benchmarks/stash_runs.py save $OUT $STASH --include 'plans-b/*' \
+      --include 'jade-sft-plans-b/policy' --include 'jade-ppo-b/checkpoints/iter-000003/policy' \
+      --include 'team-?-on-?' --include 'reader-?-on-?' --include 'warm-?-on-?' \
+      --include 'vanilla-on-?'
 }
+if has stash; then stash; exit 0; fi
 bf16() {  # from here on the fold-B adapter is the stashed one, rounded to bfloat16, on every
   # machine alike: what a later stage reads does not depend on where the stage before ran
   cp $STASH/${1#$OUT/}/adapter_model.safetensors $1/adapter_model.safetensors
 }
-# the fold-A model: this machine's run of run_team_s200.sh, else its committed adapters
-SFT_A=$OUT/jade-sft-plans-a/policy; PPO_A=$OUT/jade-ppo-a/checkpoints/iter-000003/policy
-[ -f $PPO_A/adapter_config.json ] || { SFT_A=$D/adapters/sft; PPO_A=$D/adapters/ppo; }
+# the fold-A model: run_team_s200.sh's committed adapters (the same on every machine, so a
+# restored evaluation's identity still matches)
+SFT_A=$D/adapters/sft; PPO_A=$D/adapters/ppo
 SFT_B=$OUT/jade-sft-plans-b/policy; PPO_B=$OUT/jade-ppo-b/checkpoints/iter-000003/policy
 sft() { [ "$1" = a ] && echo $SFT_A || echo $SFT_B; }
 ppo() { [ "$1" = a ] && echo $PPO_A || echo $PPO_B; }
@@ -54,14 +60,16 @@ if has labels-b; then  # each fold-B question of the 320 answered by the two fix
   stash
 fi
 # a training stage whose adapter is there (a finished run, or restored from $STASH) is done
-if has sft-b && [ ! -f $SFT_B/adapter_config.json ]; then  # `R, AG` first: ties go to documents
+if has sft-b; then  # `R, AG` listed first: a tie goes to the plan with documents
+  [ -f $SFT_B/adapter_model.safetensors ] || \
   $M sft --config $CFG --method jade --set sft.min_f1=0.5 --set sft.epochs=2 \
       --exclude-ids $CF/train-b.exclude.ids \
       --plans "R, AG=$OUT/plans-b/R-AG/traces.jsonl" "AG=$OUT/plans-b/AG/traces.jsonl" \
       --out $OUT/jade-sft-plans-b --no-progress
   stash; bf16 $SFT_B
 fi
-if has ppo-b && [ ! -f $PPO_B/adapter_config.json ]; then  # run 2c's settings, fold B only, 3 iterations
+if has ppo-b; then  # run 2c's settings, fold B only, 3 iterations
+  [ -f $PPO_B/adapter_model.safetensors ] || \
   $M train --config docs/results/qwen-runs/jade-2c/config.yaml \
       --set "llms.default.adapter=[$SFT_B]" \
       --set train.exclude_ids=$CF/train-b.exclude.ids --set train.eval_dataset=null \
@@ -82,7 +90,7 @@ for f in a b; do  # each fold model on the whole other fold
     $M eval --config $CFG --method jade --adapter "$(sft $f)" \
         --dataset $CF/fold-$o.jsonl --out $OUT/warm-$f-on-$o --no-progress
   fi
-  stash
+  if has team || has reader || has warm; then stash; fi
 done
 if has vanilla; then  # the untrained baseline, once on all 1,580
   for f in a b; do
