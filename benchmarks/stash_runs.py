@@ -23,6 +23,7 @@ import fnmatch
 import gzip
 import shutil
 import sys
+import time
 from pathlib import Path
 
 RECORDS = ("run.json", "config.yaml", "metrics.json")  # an evaluation run's small records
@@ -78,11 +79,17 @@ def save(src: Path, dst: Path, include: list[str] | None = None) -> list[str]:
     for run in eval_runs(src, include):
         rel = run.relative_to(src)
         out = dst / rel
+        packed = out / "traces.jsonl.gz"
+        plain = run / "traces.jsonl"
+        if packed.is_file() and plain.is_file() and count_lines(packed) > count_lines(plain):
+            # a run started over here (--force) does not replace a longer stashed one
+            done.append(f"{rel}: kept ({count_lines(packed)} traces stashed, "
+                        f"{count_lines(plain)} here)")
+            continue
         out.mkdir(parents=True, exist_ok=True)
         for name in RECORDS:
             if (run / name).is_file():
                 shutil.copy2(run / name, out / name)
-        plain = run / "traces.jsonl"
         if plain.is_file():
             gzip_to(plain, out / "traces.jsonl.gz")
         else:  # a run already packed
@@ -98,7 +105,7 @@ def save(src: Path, dst: Path, include: list[str] | None = None) -> list[str]:
 
 def restore(src: Path, dst: Path) -> list[str]:
     """Back into ``dst``. A run there with at least as many traces is left alone; one with
-    fewer has its traces moved aside (``traces.before-restore.jsonl``), not lost."""
+    fewer is moved aside whole (``<folder>.before-restore-<time>``), not lost."""
     done = []
     for run in eval_runs(src):
         rel = run.relative_to(src)
@@ -109,9 +116,9 @@ def restore(src: Path, dst: Path) -> list[str]:
         if here.is_file() and count_lines(here) >= n:
             done.append(f"{rel}: kept ({count_lines(here)} traces here, {n} stashed)")
             continue
+        if out.exists():
+            out.replace(out.with_name(f"{out.name}.before-restore-{time.strftime('%Y%m%d-%H%M%S')}"))
         out.mkdir(parents=True, exist_ok=True)
-        if here.is_file():
-            here.replace(out / "traces.before-restore.jsonl")
         for name in RECORDS:
             if (run / name).is_file():
                 shutil.copy2(run / name, out / name)

@@ -72,8 +72,13 @@ def test_restore_never_replaces_a_run_that_got_further(stash, tmp_path):
     assert "plans-b/AG: kept (4 traces here, 3 stashed)" in lines
     assert len((runs / "plans-b/AG/traces.jsonl").read_text().splitlines()) == 4
     assert stash.main(["restore", str(tmp_path / "nowhere"), str(runs)]) == 2
-    # a run here with fewer traces (started over with --force) is moved aside, not lost
+    # a run here with fewer traces (started over with --force): saving it keeps the longer
+    # stashed run, and a restore moves it aside whole, not lost
     (runs / "plans-b/AG/traces.jsonl").write_text(json.dumps({"id": "new"}) + "\n")
+    (runs / "plans-b/AG/metrics.json").write_text("{}")
+    assert "plans-b/AG: kept (3 traces stashed, 1 here)" in stash.save(runs, dst)
     assert "plans-b/AG: 3 traces restored" in stash.restore(dst, runs)
-    assert (runs / "plans-b/AG/traces.before-restore.jsonl").read_text() == '{"id": "new"}\n'
+    aside = list((runs / "plans-b").glob("AG.before-restore-*"))
+    assert len(aside) == 1 and (aside[0] / "traces.jsonl").read_text() == '{"id": "new"}\n'
+    assert not (runs / "plans-b/AG/metrics.json").exists()  # the partial run is not "finished"
 

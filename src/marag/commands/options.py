@@ -90,17 +90,19 @@ def place_role_adapter(config: Config, args: argparse.Namespace) -> Config:
         return config
     spec = TRAINED[name]
     assert spec.role is not None
-    if (ROLE_LLM in config.llms and config.backend_for(spec.role) == ROLE_LLM
-            and config.llms[ROLE_LLM].adapter == [name]):
-        return config  # a config made for it (configs/qwen/adaptive-rag.yaml)
     if spec.method is not None and config.method.name != spec.method:
         raise ConfigError(f"--adapter {name} is {spec.method}'s {spec.role} role, trained in "
                           f"that method: run it with --method {spec.method} (this run's "
                           f"method is {config.method.name})")
-    model = config.llms[config.backend_for(spec.role)].model
+    if (ROLE_LLM in config.llms and config.backend_for(spec.role) == ROLE_LLM
+            and config.llms[ROLE_LLM].adapter == [name]):
+        return config  # a config made for it (configs/qwen/adaptive-rag.yaml)
+    entry = config.backend_for(spec.role)
+    model = config.llms[entry].model
     if model != spec.model:
+        fix = "--model" if entry == "default" else f"--set llms.{entry}.model="
         raise ConfigError(f"--adapter {name} was trained on {spec.model}, not {model}; use "
-                          f"it with --model {spec.model}")
+                          f"it with {fix}{' ' if fix == '--model' else ''}{spec.model}")
     given = {n: llm.adapter for n, llm in config.llms.items() if llm.adapter}
     if given:
         raise ConfigError(f"--adapter {name} serves {spec.role} alone and gives the other "

@@ -3,9 +3,9 @@
 # (both fold models, n = 1,580; its addendum of 2026-11-28 22:07 UTC): the recipe of the
 # reduced protocol (run_team_s200.sh: plan labels on a stratified 320 of the fold, SFT, then 3
 # iterations of run 2c's PPO, the iteration-3 adapter kept; every setting fixed in advance, no
-# development choice), trained once on fold A (run_team_s200.sh made it: runs/crossfit or the
-# committed team-s200/adapters) and once on fold B; each fold model answers every question of
-# the other fold, and `vanilla` answers all 1,580 once. Every stage resumes (marag eval, sft
+# development choice), trained once on fold A (run_team_s200.sh made it; its committed
+# team-s200/adapters, float32) and once on fold B (rounded to bfloat16, as stashed); each
+# fold model answers every question of the other fold, and `vanilla` answers all 1,580 once. Every stage resumes (marag eval, sft
 # and train do): run again after a kill; it spans several CPU sessions on the 2-core box
 # (about 7 CPU hours: fold B's labels ~20 min, SFT ~40, PPO ~45; each row on 790 questions
 # ~40). A session may start on a machine without runs/: the script first restores what
