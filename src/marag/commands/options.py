@@ -83,7 +83,7 @@ def place_role_adapter(config: Config, args: argparse.Namespace) -> Config:
     model, or already gives an LLM adapters (from the config file or ``--set``): the other
     roles' adapters are the run's ``team``, and a ``--set`` must not be silently replaced."""
     from marag.config import ConfigError
-    from marag.llm.trained import ROLE_LLM, TRAINED, with_role_adapter
+    from marag.llm.trained import TRAINED, serves_alone, with_role_adapter
 
     name = role_adapter(args)
     if name is None:
@@ -94,9 +94,8 @@ def place_role_adapter(config: Config, args: argparse.Namespace) -> Config:
         raise ConfigError(f"--adapter {name} is {spec.method}'s {spec.role} role, trained in "
                           f"that method: run it with --method {spec.method} (this run's "
                           f"method is {config.method.name})")
-    if (ROLE_LLM in config.llms and config.backend_for(spec.role) == ROLE_LLM
-            and config.llms[ROLE_LLM].adapter == [name]):
-        return config  # a config made for it (configs/qwen/adaptive-rag.yaml)
+    if serves_alone(config, spec.role, name):
+        return config  # a config made for it
     entry = config.backend_for(spec.role)
     model = config.llms[entry].model
     if model != spec.model:

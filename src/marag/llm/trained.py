@@ -149,6 +149,13 @@ def one_role(entry: str) -> str | None:
     return spec.role if spec is not None else None
 
 
+def serves_alone(config: Config, role: str, adapter: str) -> bool:
+    """Whether ``config`` already serves ``role`` alone with ``adapter`` on ``llms.trained``
+    (a config made for it, such as configs/qwen/adaptive-rag.yaml)."""
+    return (ROLE_LLM in config.llms and config.backend_for(role) == ROLE_LLM
+            and config.llms[ROLE_LLM].adapter == [adapter])
+
+
 def with_role_adapter(config: Config, role: str, adapter: str, *, label: str) -> Config:
     """``config`` with ``adapter`` serving ``role`` alone: on ``llms.trained``, a copy of the
     LLM that served the role; the LLMs serving the other roles take the registered adapter's
@@ -157,13 +164,10 @@ def with_role_adapter(config: Config, role: str, adapter: str, *, label: str) ->
     from marag.config import Config as ConfigModel
     from marag.config import ConfigError
 
+    if serves_alone(config, role, adapter):  # its other LLMs are taken to be as wanted
+        return config
     raw = config.model_dump()
     if ROLE_LLM in raw["llms"]:
-        if (config.backend_for(role) == ROLE_LLM
-                and raw["llms"][ROLE_LLM]["adapter"] == [adapter]):
-            # a config made for it (configs/qwen/adaptive-rag.yaml): its other LLMs are taken
-            # to be as wanted
-            return config
         raise ConfigError(f"llms.{ROLE_LLM} is taken; {label} puts its trained adapter there")
     own = config.backend_for(role)
     raw["llms"][ROLE_LLM] = {**raw["llms"][own], "adapter": [adapter]}
