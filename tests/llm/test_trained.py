@@ -173,3 +173,25 @@ def test_marag_config_shows_the_placement_eval_runs(capsys):
     assert tree["roles"]["adaptive.classify"] == "trained"
     assert tree["llms"]["trained"]["adapter"] == ["qwen-adaptive"]
     assert tree["llms"]["default"]["adapter"] == []
+
+
+def test_a_served_run_refuses_a_one_role_adapter_written_into_a_shared_llm():
+    """A one-role name in ``llms.default.adapter`` (a YAML config or ``--set``) would reach
+    every role: ask/eval/serve refuse it with the fix; train and sft merge it on purpose."""
+    from marag.config import ConfigError
+
+    ev = ["eval", "--dataset", "x.jsonl", "--model", "qwen2.5-coder-0.5b", "--method",
+          "mao-arag"]
+    with pytest.raises(ConfigError, match=r"llms.default.adapter names qwen-mao-arag, trained "
+                                          r"for the role planner alone, but llms.default "
+                                          r"serves every role .*--adapter qwen-mao-arag"):
+        _run_config([*ev, "--set", "llms.default.adapter=[qwen-mao-arag]"])
+    own = ["--set", "llms.trained.model=qwen2.5-coder-0.5b",
+           "--set", "llms.trained.adapter=[qwen-mao-arag]", "--set", "roles.planner=trained"]
+    cfg = _run_config([*ev, *own])  # the role on an LLM of its own: served as trained
+    assert cfg.backend_for("planner") == "trained" and cfg.backend_for("AG") == "default"
+    with pytest.raises(ConfigError, match="llms.trained serves the roles AG: pass it as"):
+        _run_config([*ev, *own, "--set", "roles.AG=trained"])
+    train = _run_config(["train", "--model", "qwen2.5-coder-0.5b", "--out", "x",
+                         "--set", "llms.default.adapter=[qwen-mao-arag]"])
+    assert train.llms["default"].adapter == ["qwen-mao-arag"]

@@ -105,6 +105,21 @@ def test_a_rows_wrong_adapter_fails_that_row_before_any_run_folder(demo, tmp_pat
     assert not (out / "runs" / "jade").exists()
 
 
+def test_a_one_role_adapter_set_into_the_shared_llm_stops_the_table(demo, tmp_path, qa_data,
+                                                                    capsys):
+    """Every row serves its method, so a one-role adapter written into ``llms.default`` (it
+    would reach every role) is refused with the fix before any row runs."""
+    from marag.cli import main
+
+    out = tmp_path / "table"
+    assert main(["table", "demo", "--data", str(qa_data), "--index", "wiki-demo",
+                 "--rows", "vanilla", "--set", "llms.default.adapter=[qwen-adaptive]",
+                 "--out", str(out), "--no-progress"]) == 2
+    assert ("llms.default.adapter names qwen-adaptive, trained for the role adaptive.classify "
+            "alone" in capsys.readouterr().err)
+    assert not (out / "runs").exists()
+
+
 def test_the_self_rag_row_runs_only_on_its_checkpoint_behind_openai(demo):
     plans = {p.row.label: p for p in pt.plan_rows(demo, "smollm2", backend="hf")}
     assert plans["Self-RAG"].method is None

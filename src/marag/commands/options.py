@@ -44,14 +44,18 @@ def add_run_options(p: Any, *, index_help: str, places_roles: bool = False) -> N
     p.set_defaults(place_roles=places_roles)
 
 
-def load_run_config(args: argparse.Namespace, overrides: list[str]) -> Config:
+def load_run_config(args: argparse.Namespace, overrides: list[str], *,
+                    serving: bool | None = None) -> Config:
     """The config of a run command. Role names under ``roles:`` are checked here too, so a
     misspelt one fails before a run directory, a model or an index is touched; so is an
-    opt-in model that has not been installed."""
+    opt-in model that has not been installed. ``serving``: whether the command serves its
+    method (:func:`check_run_config`; by default, whether it places roles)."""
     from marag.config import load_config
 
     config = place_role_adapter(load_config(args.config, overrides), args)
-    check_run_config(config)
+    if serving is None:
+        serving = getattr(args, "place_roles", False)
+    check_run_config(config, serving=serving)
     return config
 
 
@@ -111,16 +115,21 @@ def place_role_adapter(config: Config, args: argparse.Namespace) -> Config:
     return with_role_adapter(config, spec.role, name, label=f"--adapter {name}")
 
 
-def check_run_config(config: Config) -> None:
+def check_run_config(config: Config, *, serving: bool = False) -> None:
     """What :func:`load_run_config` checks, for a config built some other way (``marag
-    table``'s row with its adapter): role names, opt-in models, adapters."""
+    table``'s row with its adapter): role names, opt-in models, adapters; and, when the run
+    serves its method (``serving``: ask, eval, serve, a table row), that no one-role adapter
+    would serve roles it was not trained for (:func:`marag.llm.trained.misplaced_role_adapters`)."""
     from marag.config import ConfigError
     from marag.llm.base import LLMError
     from marag.llm.embedded import opt_in_problem
-    from marag.llm.trained import resolve_adapters
+    from marag.llm.trained import misplaced_role_adapters, resolve_adapters
     from marag.roles.registry import check_roles
 
     check_roles(config)
+    problems = misplaced_role_adapters(config) if serving else []
+    if problems:
+        raise ConfigError(problems[0])
     for name, llm in config.llms.items():
         problem = opt_in_problem(llm.model, llm.backend, llm.cache_dir)
         if problem:

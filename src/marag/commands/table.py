@@ -76,7 +76,7 @@ def run(args: argparse.Namespace) -> int:
     from marag.commands.options import load_run_config
 
     try:
-        config = load_run_config(args, base)
+        config = load_run_config(args, base, serving=True)
     except Exception as e:  # noqa: BLE001 - a config error names its key
         print(f"marag table: {e}", file=sys.stderr)
         return 2
@@ -140,10 +140,11 @@ def _run_row(args: argparse.Namespace, base: list[str], plan: Any, datasets: lis
     overrides = [*plan.overrides, *base, f"method.name={plan.method}"]
     cells: dict[Any, Any] = {}
     try:
-        config = load_run_config(argparse.Namespace(config=args.config), overrides)
-        if plan.adapter:  # checked like a run's own config, before any run folder
+        config = load_run_config(argparse.Namespace(config=args.config), overrides,
+                                 serving=True)
+        if plan.adapter:  # checked like a served run's config, before any run folder
             config = with_row_adapter(config, row.method, plan.adapter)
-            check_run_config(config)
+            check_run_config(config, serving=True)
         results = asyncio.run(_evaluate_row(args, config, plan, datasets, files, ids, out))
     except Exception as e:  # noqa: BLE001 - one row's failure must not lose the table
         print(f"marag table: row {row.label!r} failed: {e}", file=sys.stderr)

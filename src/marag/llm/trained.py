@@ -156,6 +156,33 @@ def serves_alone(config: Config, role: str, adapter: str) -> bool:
             and config.llms[ROLE_LLM].adapter == [adapter])
 
 
+def misplaced_role_adapters(config: Config) -> list[str]:
+    """Why ``config`` would serve a registered one-role adapter to roles it was not trained
+    for (empty: it would not): an ``llms`` entry names it in ``adapter`` and serves the
+    default or another role. A run that serves its method (ask, eval, serve, a table row) is
+    refused so; training (sft, train) merges it into the policy on purpose, as a warm start."""
+    default = config.roles.get("default", "default")
+    problems = []
+    for name, llm in config.llms.items():
+        for entry in llm.adapter:
+            role = one_role(entry)
+            if role is None:
+                continue
+            others = sorted(r for r, served_by in config.roles.items()
+                            if served_by == name and r not in (role, "default"))
+            if name != default and not others:
+                continue
+            who = ("every role without its own LLM" if name == default
+                   else "the roles " + ", ".join(others))
+            problems.append(
+                f"llms.{name}.adapter names {entry}, trained for the role {role} alone, but "
+                f"llms.{name} serves {who}: pass it as --adapter {entry} (it then serves "
+                f"{role} alone), or give {role} an LLM of its own (roles.{role}: {ROLE_LLM}, "
+                f"llms.{ROLE_LLM}.adapter: [{entry}]); to merge it into every role on "
+                "purpose, pass its folders as paths")
+    return problems
+
+
 def with_role_adapter(config: Config, role: str, adapter: str, *, label: str) -> Config:
     """``config`` with ``adapter`` serving ``role`` alone: on ``llms.trained``, a copy of the
     LLM that served the role; the LLMs serving the other roles take the registered adapter's
