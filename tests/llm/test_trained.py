@@ -177,21 +177,74 @@ def test_marag_config_shows_the_placement_eval_runs(capsys):
 
 def test_a_served_run_refuses_a_one_role_adapter_written_into_a_shared_llm():
     """A one-role name in ``llms.default.adapter`` (a YAML config or ``--set``) would reach
-    every role: ask/eval/serve refuse it with the fix; train and sft merge it on purpose."""
+    every role: ask, eval and serve refuse it with the fix; train and sft merge it on
+    purpose."""
     from marag.config import ConfigError
 
-    ev = ["eval", "--dataset", "x.jsonl", "--model", "qwen2.5-coder-0.5b", "--method",
-          "mao-arag"]
-    with pytest.raises(ConfigError, match=r"llms.default.adapter names qwen-mao-arag, trained "
-                                          r"for the role planner alone, but llms.default "
-                                          r"serves every role .*--adapter qwen-mao-arag"):
-        _run_config([*ev, "--set", "llms.default.adapter=[qwen-mao-arag]"])
-    own = ["--set", "llms.trained.model=qwen2.5-coder-0.5b",
-           "--set", "llms.trained.adapter=[qwen-mao-arag]", "--set", "roles.planner=trained"]
-    cfg = _run_config([*ev, *own])  # the role on an LLM of its own: served as trained
+    model = ["--model", "qwen2.5-coder-0.5b", "--method", "mao-arag"]
+    shared = ["--set", "llms.default.adapter=[qwen-mao-arag]"]
+    for argv in (["eval", "--dataset", "x.jsonl"], ["ask", "what?"], ["serve"]):
+        with pytest.raises(ConfigError, match=r"llms.default.adapter names qwen-mao-arag, "
+                                              r"trained for the role planner of mao-arag alone"
+                                              r", but llms.default serves every role"):
+            _run_config([*argv, *model, *shared])
+    # the fix the message gives, followed as written, runs
+    fix = ["--set", "roles.planner=trained",
+           "--set", ("llms.trained={backend: hf, model: qwen2.5-coder-0.5b, "
+                     "adapter: [qwen-mao-arag]}")]
+    cfg = _run_config(["eval", "--dataset", "x.jsonl", *model, *fix])
     assert cfg.backend_for("planner") == "trained" and cfg.backend_for("AG") == "default"
-    with pytest.raises(ConfigError, match="llms.trained serves the roles AG: pass it as"):
-        _run_config([*ev, *own, "--set", "roles.AG=trained"])
-    train = _run_config(["train", "--model", "qwen2.5-coder-0.5b", "--out", "x",
-                         "--set", "llms.default.adapter=[qwen-mao-arag]"])
-    assert train.llms["default"].adapter == ["qwen-mao-arag"]
+    with pytest.raises(ConfigError, match=r"llms.trained also serves AG: map roles.AG to "
+                                          r"another LLM \(e.g. default\)"):
+        _run_config(["eval", "--dataset", "x.jsonl", *model, *fix, "--set", "roles.AG=trained"])
+    for argv in (["train", "--out", "x"], ["sft", "--recipe", "answers", "--out", "x"]):
+        warm = _run_config([*argv, *model, *shared])
+        assert warm.llms["default"].adapter == ["qwen-mao-arag"]
+
+
+def _config(llms: dict, roles: dict):
+    from marag.config import Config
+
+    return Config.model_validate({"llms": llms, "roles": roles})
+
+
+QWEN = {"backend": "hf", "model": "qwen2.5-coder-0.5b"}
+
+
+@pytest.mark.parametrize(("llms", "roles", "refused"), [
+    # the default LLM serves every role without one of its own
+    ({"default": {**QWEN, "adapter": ["qwen-rrr"]}}, {}, "llms.default serves every role"),
+    # an LLM of its own for the trained role: served as trained
+    ({"default": QWEN, "trained": {**QWEN, "adapter": ["qwen-rrr"]}},
+     {"mmoa.QR": "trained"}, None),
+    # that LLM also serves another role
+    ({"default": QWEN, "trained": {**QWEN, "adapter": ["qwen-rrr"]}},
+     {"mmoa.QR": "trained", "mmoa.AG": "trained"}, "llms.trained also serves mmoa.AG"),
+    # roles.default names another LLM, so llms.default serves the trained role alone (the
+    # layout of RRR's own training config)
+    ({"default": {**QWEN, "adapter": ["qwen-rrr"]}, "reader": QWEN},
+     {"default": "reader", "mmoa.QR": "default"}, None),
+    # an adapter for every role, or a folder: nothing to place
+    ({"default": {**QWEN, "adapter": ["qwen-jade"]}}, {}, None),
+    ({"default": {**QWEN, "adapter": ["docs/results/qwen-rrr/rl"]}}, {}, None),
+    # a backend that merges no adapter
+    ({"default": {"backend": "openai", "model": "m", "base_url": "http://x",
+                  "adapter": ["qwen-rrr"]}}, {}, None),
+])
+def test_misplaced_role_adapters_knows_which_roles_an_llm_serves(llms, roles, refused):
+    problems = trained.misplaced_role_adapters(_config(llms, roles))
+    if refused is None:
+        assert problems == []
+    else:
+        assert len(problems) == 1 and refused in problems[0]
+        assert "trained for the role mmoa.QR of rrr alone" in problems[0]
+
+
+def test_marag_config_warns_of_what_eval_would_refuse(capsys):
+    from marag.cli import main
+
+    assert main(["config", "--model", "qwen2.5-coder-0.5b", "--method", "rrr",
+                 "--set", "llms.default.adapter=[qwen-rrr]", "--section", "roles"]) == 0
+    err = capsys.readouterr().err
+    assert "warning: ask, eval and serve refuse this config: llms.default.adapter names " \
+           "qwen-rrr" in err

@@ -116,7 +116,7 @@ def test_a_one_role_adapter_set_into_the_shared_llm_stops_the_table(demo, tmp_pa
                  "--rows", "vanilla", "--set", "llms.default.adapter=[qwen-adaptive]",
                  "--out", str(out), "--no-progress"]) == 2
     assert ("llms.default.adapter names qwen-adaptive, trained for the role adaptive.classify "
-            "alone" in capsys.readouterr().err)
+            "of adaptive-rag alone" in capsys.readouterr().err)
     assert not (out / "runs").exists()
 
 
@@ -199,6 +199,23 @@ def test_a_role_trained_adapter_serves_that_role_alone():
     assert mao.llms[ROLE_LLM].adapter == ["qwen-mao-arag"]
     assert mao.backend_for("AG") == mao.backend_for("QR") == "default"
     assert mao.llms["default"].adapter == []
+
+
+@pytest.mark.parametrize("paper", ["jade", "m-ask", "mao-arag", "mmoa-rag"])
+def test_every_trained_row_passes_the_served_run_check(paper):
+    """``marag table`` checks each row's config as a served run's; a row with its default
+    adapter (the one-role ones included) must pass it, or it would fail as an error cell."""
+    from marag.config import load_config
+    from marag.llm.trained import misplaced_role_adapters
+
+    table = pt.load_paper(paper)
+    plans = [p for p in pt.plan_rows(table, "qwen2.5-coder-0.5b") if p.adapter]
+    assert plans  # each paper has rows with trained adapters on this model
+    for plan in plans:
+        config = load_config(overrides=["llms.default.model=qwen2.5-coder-0.5b",
+                                         *plan.overrides, f"method.name={plan.method}"])
+        row = pt.with_row_adapter(config, plan.row.method, plan.adapter)
+        assert misplaced_role_adapters(row) == [], plan.row.label
 
 
 def test_a_one_role_row_serves_its_other_roles_with_its_runs_frozen_adapters(monkeypatch):

@@ -29,6 +29,11 @@ def run(args: argparse.Namespace) -> int:
 
     config = place_role_adapter(load_config(args.config, run_overrides(args)
                                             + list(args.overrides)), args)
+    from marag.llm.trained import misplaced_role_adapters
+
+    for problem in misplaced_role_adapters(config):  # what ask/eval/serve would refuse
+        print(f"marag config: warning: ask, eval and serve refuse this config: {problem}",
+              file=sys.stderr)
     tree = config.model_dump(mode="json")
     if args.section is not None:
         if args.section not in tree:

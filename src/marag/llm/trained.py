@@ -158,12 +158,16 @@ def serves_alone(config: Config, role: str, adapter: str) -> bool:
 
 def misplaced_role_adapters(config: Config) -> list[str]:
     """Why ``config`` would serve a registered one-role adapter to roles it was not trained
-    for (empty: it would not): an ``llms`` entry names it in ``adapter`` and serves the
-    default or another role. A run that serves its method (ask, eval, serve, a table row) is
-    refused so; training (sft, train) merges it into the policy on purpose, as a warm start."""
+    for (empty: it would not): an hf ``llms`` entry names it in ``adapter`` and serves the
+    default or another role; each message says how to serve it as trained. A run that serves
+    its method (ask, eval, serve, a table row) is refused so; training (sft, train) merges it
+    into the policy on purpose, as a warm start. Other backends merge no adapter, so they are
+    not checked here."""
     default = config.roles.get("default", "default")
     problems = []
     for name, llm in config.llms.items():
+        if llm.backend != "hf":
+            continue
         for entry in llm.adapter:
             role = one_role(entry)
             if role is None:
@@ -172,14 +176,24 @@ def misplaced_role_adapters(config: Config) -> list[str]:
                             if served_by == name and r not in (role, "default"))
             if name != default and not others:
                 continue
-            who = ("every role without its own LLM" if name == default
-                   else "the roles " + ", ".join(others))
-            problems.append(
-                f"llms.{name}.adapter names {entry}, trained for the role {role} alone, but "
-                f"llms.{name} serves {who}: pass it as --adapter {entry} (it then serves "
-                f"{role} alone), or give {role} an LLM of its own (roles.{role}: {ROLE_LLM}, "
-                f"llms.{ROLE_LLM}.adapter: [{entry}]); to merge it into every role on "
-                "purpose, pass its folders as paths")
+            spec = TRAINED[entry]
+            if name == default:
+                problems.append(
+                    f"llms.{name}.adapter names {entry}, trained for the role {role} of "
+                    f"{spec.method} alone, but llms.{name} serves every role without an LLM "
+                    f"of its own. To serve it as trained: drop it from llms.{name} and pass "
+                    f"--adapter {entry} (marag ask, eval, serve; marag table's {spec.method} "
+                    f"row serves it so by itself), or give {role} an LLM of its own "
+                    f"(roles.{role}: {ROLE_LLM}, llms.{ROLE_LLM}: {{backend: hf, model: "
+                    f"{llm.model}, adapter: [{entry}]}}); to merge it into every role on "
+                    "purpose, pass its folders as paths")
+            else:
+                problems.append(
+                    f"llms.{name}.adapter names {entry}, trained for the role {role} of "
+                    f"{spec.method} alone, but llms.{name} also serves "
+                    + ", ".join(others) + ": map "
+                    + ", ".join(f"roles.{r}" for r in others)
+                    + f" to another LLM (e.g. {default}), or drop those lines")
     return problems
 
 
