@@ -17,6 +17,8 @@
 # dataset by absolute path). From the repository root:
 #   bash docs/results/qwen-runs/crossfit/run_team_full.sh [stage ...]
 #   stages: labels-b sft-b ppo-b team reader warm vanilla report (stash: only save)
+# Change this file only by writing a new copy and renaming it over this one (mv): a running
+# bash reads its script as it goes, so an edit in place breaks the run that reads it.
 set -euo pipefail
 M=${MARAG:-.venv/bin/marag}
 PY=${PYTHON:-.venv/bin/python}
@@ -129,4 +131,8 @@ if has report; then  # family 1 on the 1,580: 95% and 99% intervals, Holm (m = 5
   cmp 4 $OUT/team-b-on-a,$OUT/team-a-on-b $OUT/warm-b-on-a,$OUT/warm-a-on-b
   cmp 5 $SR1/sr1-sft-a $SR1/sr1-untrained  # still the reduced protocol's (its addendum)
   echo "== Holm over the five (in the order 1-5)"; $PY $P --holm "${ps[@]}"
+  # the planner's workflow mix per dataset, one row per fold model (a plot: workflows.png)
+  if [ -f $OUT/team-b-on-a/metrics.json ] && [ -f $OUT/team-a-on-b/metrics.json ]; then
+    $M report $OUT/team-b-on-a $OUT/team-a-on-b --out $OUT/report-team
+  fi
 fi
