@@ -175,6 +175,30 @@ async def test_a_grown_prompt_reuses_the_prefix_it_shares_with_an_entry(tiny):
     assert cache.longest((-1,) * 20) == (0, None)
 
 
+async def test_a_prompt_starts_from_an_entry_that_holds_more_than_its_leading_turns(tiny):
+    # IRCoT's reader: the reasoning step's paragraphs and question, then a turn of its own
+    on, off = _pair(tiny)
+    system = {"role": "system", "content": "Reason over the paragraphs, one sentence."}
+    user = {"role": "user", "content": "Wikipedia Title: Paris\nParis is the capital of "
+            "France and its largest city.\n\nQ: Which city is the capital of France?"}
+    step = [system, user, {"role": "assistant", "content": "Paris is a city."}]
+    reader = [system, user]
+    p = SamplingParams(max_tokens=12)
+    _same((await on.generate([step], p))[0], (await off.generate([step], p))[0])
+    cache, stats = on._decoder.prefix_cache, on._decoder.stats
+    entry = on.prefix_len(step, on.encode(step))  # the step's key: system and paragraphs
+    own = on.prefix_len(reader, on.encode(reader))  # the reader's own leading turn
+    assert own < entry and len(cache) == 1
+    computed, reused = stats.prefix_tokens, cache.reused_tokens
+    _same((await on.generate([reader], p))[0], (await off.generate([reader], p))[0])
+    # nothing recomputed, nothing stored: the reader's prompt up to its last turn came whole
+    # from the step's entry
+    assert stats.prefix_tokens == computed and len(cache) == 1
+    assert cache.reused_tokens - reused == entry
+    assert cache.shared(tuple(on.encode(reader))) == entry
+    assert cache.shared((-1,) * 20) == 0
+
+
 def _kv(n):
     import torch
 

@@ -26,9 +26,11 @@ def test_build_shows_paragraphs_question_and_continues_the_chain():
                                                       "She was an actress."])
     assert msgs[-1] == {"role": "assistant",
                         "content": "Corliss Archer was played by Temple. She was an actress."}
-    # the reader starts its own chain, with its own instruction
+    # the reader starts its own chain: a step's prompt up to the question, then its own line
     reader = build("Who played Corliss Archer?", DOCS, ["ignored."], reader=True)
-    assert reader[-1]["role"] == "user" and reader[0] != msgs[0]
+    assert reader[:3] == msgs[:3] and reader[-1]["role"] == "user"
+    assert reader[-1]["content"].startswith(msgs[-2]["content"] + "\n\n")
+    assert "whole reasoning on one line" in reader[-1]["content"]
     assert build("Who?")[-1]["content"] == "Q: Who?"  # no paragraphs held
 
 

@@ -213,6 +213,10 @@ def _choose(rows: list[Row], logits: torch.Tensor,
     return chosen_ids.tolist(), chosen.tolist()
 
 
+# the fewest leading tokens worth starting a prompt from an entry's KV
+MIN_SHARED = 16
+
+
 class PrefixCache:
     """KV of recently seen prompt prefixes (token ids -> per-layer keys/values of one row).
 
@@ -256,7 +260,7 @@ class PrefixCache:
             self.reused_tokens += len(key)
         return kv
 
-    def longest(self, key: tuple[int, ...], min_len: int = 16
+    def longest(self, key: tuple[int, ...], min_len: int = MIN_SHARED
                 ) -> tuple[int, list[tuple[torch.Tensor, torch.Tensor]] | None]:
         """The longest run of leading tokens ``key`` shares with an entry (at least
         ``min_len``) and that entry's KV cut to it; ``(0, None)`` when none is that long."""
@@ -271,6 +275,12 @@ class PrefixCache:
         self.partial_hits += 1
         self.reused_tokens += best
         return best, [(k[:, :, :best], v[:, :, :best]) for k, v in self._entries[best_key]]
+
+    def shared(self, ids: tuple[int, ...]) -> int:
+        """How many leading tokens of ``ids`` some entry holds (no statistics, no reordering):
+        a prompt may share more with an entry than its own leading turns, e.g. IRCoT's
+        reader, whose paragraphs and question repeat a reasoning step's turn."""
+        return max((_common_prefix(k, ids) for k in self._entries), default=0)
 
     def put(self, key: tuple[int, ...], kv: list[tuple[torch.Tensor, torch.Tensor]]) -> None:
         """Keep ``kv`` under ``key``, unless an entry already holds it (``key`` is a prefix
@@ -671,6 +681,10 @@ class BatchDecoder:
                 for r in new:  # a prefix must leave at least one token to prefill
                     if self.prefix_cache is None or r.prefix_len >= len(r.prompt_ids):
                         r.prefix_len = 0
+                    else:  # start from whatever part of the prompt an entry already holds
+                        held = self.prefix_cache.shared(tuple(r.prompt_ids[:-1]))
+                        if held >= MIN_SHARED and held > r.prefix_len:
+                            r.prefix_len = held
                 # sliding-window caches cannot be merged, so such models prefill in one go
                 for group in _length_groups(new) if self.can_join else [new] if new else []:
                     for r in group:

@@ -15,9 +15,11 @@ The protocol follows IRCoT (Trivedi et al., ACL 2023) and its authors' code
 * a sentence that says "answer is" (with or without the colon, the authors' regex
   ``.* answer is:? (.*)``) ends the chain; the answer is what follows, without a final full
   stop;
-* the reader call (``reader=True``): the same demonstration and paragraphs, a chain written
-  afresh and kept whole (its line), its answer extracted the same way, the whole line being
-  the answer when it has none (the authors' ``match_all_on_failure``), recorded invalid.
+* the reader call (``reader=True``): the same instruction, demonstration, paragraphs and
+  question, then a line asking for the whole chain; it is written afresh and kept whole (its
+  line), its answer extracted the same way, the whole line being the answer when it has none
+  (the authors' ``match_all_on_failure``), recorded invalid. Its prompt repeats a reasoning
+  step's up to the question, so a backend with a prefix cache reads the paragraphs once.
 
 An empty reply and an "answer is" with nothing after it are invalid (and end the chain, as
 the authors' exit controller does on an empty sentence: ``workflows.ircot``).
@@ -41,8 +43,11 @@ _STEP = """Answer the question by reasoning over the Wikipedia paragraphs. Write
 next sentence of the reasoning. Once it gives the answer, write "So the answer is: <answer>."\
 """
 
-_READER = """Answer the question by reasoning over the Wikipedia paragraphs, on one line, \
-ending with "So the answer is: <answer>."\
+# the reader's own instruction comes after the question, so its prompt up to there is a
+# reasoning step's (system, example, paragraphs, question) and the hf backend reuses that
+# step's KV instead of reading every paragraph again (``PrefixCache.shared``)
+_READER = """Now write the whole reasoning on one line, ending with "So the answer is: \
+<answer>."\
 """
 
 # one short worked chain (small models copy a reply's shape; short: tiny contexts hold it)
@@ -73,11 +78,12 @@ def build(question: str, docs: Sequence[Passage] = (), thoughts: Sequence[str] =
     for a reasoning step with sentences already written, the chain so far as an open
     assistant turn that the model continues (the reader starts a chain of its own)."""
     example = [Passage(f"example-{i}", t, x) for i, (t, x) in enumerate(_EXAMPLE_PARAS)]
+    last = _user(question, docs)
     messages: Messages = [
-        {"role": "system", "content": _READER if reader else _STEP},
+        {"role": "system", "content": _STEP},
         {"role": "user", "content": _user(_EXAMPLE_Q, example)},
         {"role": "assistant", "content": _EXAMPLE_A},
-        {"role": "user", "content": _user(question, docs)},
+        {"role": "user", "content": f"{last}\n\n{_READER}" if reader else last},
     ]
     so_far = " ".join(s.strip() for s in thoughts if s.strip())
     if so_far and not reader:
