@@ -53,6 +53,18 @@ SFT_A=$D/adapters/sft; PPO_A=$D/adapters/ppo
 SFT_B=$OUT/jade-sft-plans-b/policy; PPO_B=$OUT/jade-ppo-b/checkpoints/iter-000003/policy
 sft() { [ "$1" = a ] && echo $SFT_A || echo $SFT_B; }
 ppo() { [ "$1" = a ] && echo $PPO_A || echo $PPO_B; }
+# Every evaluation of the protocol computes in float32. `dtype: auto` is float32 on a CPU
+# without native bfloat16 (the machine that ran labels-b and team-a-on-b) and bfloat16 on one
+# with it (an earlier machine of this project), so the rows started later pin float32; the
+# rows that started with `auto` (their run identity keeps it) go on only where `auto` still
+# means float32.
+F32="--set llms.default.dtype=float32"
+auto_f32() {  # refuse to go on with a row started under `auto` where it would change precision
+  local got; got=$($PY -c 'from marag.llm.dtype import resolve_dtype; print(resolve_dtype("auto", "cpu"))')
+  [ "$got" = float32 ] || [ -f "$1/metrics.json" ] || {
+    echo "$1 started with dtype auto = float32; here auto = $got. Finish it on a CPU without native" \
+         "bfloat16, or start it again with $F32 (its traces moved aside)" >&2; exit 2; }
+}
 
 if has labels-b; then  # each fold-B question of the 320 answered by the two fixed plans
   $M eval --config $CFG --method llm-only --dataset $CF/fold-b-s320.jsonl \
@@ -80,23 +92,24 @@ if has ppo-b; then  # run 2c's settings, fold B only, 3 iterations
 fi
 for f in a b; do  # each fold model on the whole other fold
   o=$(other $f)
-  if has team; then
-    $M eval --config $CFG --method jade --adapter "$(sft $f)" --adapter "$(ppo $f)" \
+  if has team; then  # team-a-on-b started under `auto` (float32 there): its identity keeps it
+    if [ $f = a ]; then pin=(); auto_f32 $OUT/team-a-on-b; else pin=($F32); fi
+    $M eval --config $CFG --method jade --adapter "$(sft $f)" --adapter "$(ppo $f)" "${pin[@]}" \
         --dataset $CF/fold-$o.jsonl --out $OUT/team-$f-on-$o --no-progress
   fi
   if has reader; then
-    $M eval --config $CFG --method vanilla --adapter "$(sft $f)" --adapter "$(ppo $f)" \
+    $M eval --config $CFG --method vanilla --adapter "$(sft $f)" --adapter "$(ppo $f)" $F32 \
         --dataset $CF/fold-$o.jsonl --out $OUT/reader-$f-on-$o --no-progress
   fi
   if has warm; then  # comparison 4: the plan-label warm start alone
-    $M eval --config $CFG --method jade --adapter "$(sft $f)" \
+    $M eval --config $CFG --method jade --adapter "$(sft $f)" $F32 \
         --dataset $CF/fold-$o.jsonl --out $OUT/warm-$f-on-$o --no-progress
   fi
   if has team || has reader || has warm; then stash; fi
 done
 if has vanilla; then  # the untrained baseline, once on all 1,580
   for f in a b; do
-    $M eval --config $CFG --method vanilla --dataset $CF/fold-$f.jsonl \
+    $M eval --config $CFG --method vanilla --dataset $CF/fold-$f.jsonl $F32 \
         --out $OUT/vanilla-on-$f --no-progress
   done
   stash
