@@ -251,12 +251,14 @@ class MethodConfig(Section):
     # ircot: paragraphs per retrieval (K; the authors' and Adaptive-RAG's runs use 6), the cap
     # on paragraphs collected (their 15), reasoning sentences at most (FlashRAG's max_iter 5;
     # the authors' code allows 10), and where the answer comes from: "reader" (the paper's
-    # IRCoT QA: one more call reads every paragraph) or "cot" (FlashRAG: the chain's own
-    # "So the answer is:", the reader only when the chain has none)
+    # IRCoT QA with its CoT reader: one more call reads every paragraph and writes a chain),
+    # "direct" (its direct reader: one more call asked for the answer alone, whose prompt
+    # repeats a step's, so a prefix cache serves its paragraphs) or "cot" (FlashRAG: the
+    # chain's own "So the answer is:", the reader only when the chain has none)
     ircot_top_k: int = Field(6, ge=1)
     ircot_max_paragraphs: int = Field(15, ge=1)
     ircot_steps: int = Field(5, ge=1)
-    ircot_answer: Literal["reader", "cot"] = "reader"
+    ircot_answer: Literal["reader", "direct", "cot"] = "reader"
     # deepnote: passages per retrieval (the authors' retrieve_top_k 5), note-update steps at
     # most (their README's max_step 3), updates judged no better before the loop stops (their
     # README's max_fail_step 1: the first one), and the passages the loop may collect before it

@@ -199,6 +199,29 @@ async def test_a_prompt_starts_from_an_entry_that_holds_more_than_its_leading_tu
     assert cache.shared((-1,) * 20) == 0
 
 
+async def test_ircot_direct_reader_reads_its_paragraphs_from_the_last_step(tiny):
+    from marag.roles import ircot
+    from marag.types import Passage
+
+    on, off = _pair(tiny)
+    docs = [Passage("p1", "Louvre", "A museum in Paris.")]  # the tiny model holds 511 tokens
+    q = "Where is the Louvre?"
+    step = ircot.build(q, docs, ["It is a museum."])
+    direct = ircot.build(q, docs, ["It is a museum."], direct=True)
+    p = SamplingParams(max_tokens=8)
+    await on.generate([step], p)
+    cache, stats = on._decoder.prefix_cache, on._decoder.stats
+    entry = on.prefix_len(step, on.encode(step))
+    own = on.prefix_len(direct, on.encode(direct))  # its leading turns: system and example
+    computed, reused = stats.prefix_tokens, cache.reused_tokens
+    _same((await on.generate([direct], p))[0], (await off.generate([direct], p))[0])
+    held = cache.shared(tuple(on.encode(direct)))
+    # the paragraphs and question came from the step's entry, all but the few tokens the
+    # tokenizer may merge across the question's end; nothing was computed for the prefix
+    assert own < entry - 4 <= held <= entry
+    assert cache.reused_tokens - reused == held and stats.prefix_tokens == computed
+
+
 def _kv(n):
     import torch
 

@@ -26,11 +26,14 @@ def test_build_shows_paragraphs_question_and_continues_the_chain():
                                                       "She was an actress."])
     assert msgs[-1] == {"role": "assistant",
                         "content": "Corliss Archer was played by Temple. She was an actress."}
-    # the reader starts its own chain: a step's prompt up to the question, then its own line
+    # the CoT reader starts its own chain, with its own instruction
     reader = build("Who played Corliss Archer?", DOCS, ["ignored."], reader=True)
-    assert reader[:3] == msgs[:3] and reader[-1]["role"] == "user"
-    assert reader[-1]["content"].startswith(msgs[-2]["content"] + "\n\n")
-    assert "whole reasoning on one line" in reader[-1]["content"]
+    assert reader[-1] == msgs[-2] and reader[0] != msgs[0]
+    # the direct reader: a step's prompt up to the question, then its request
+    direct = build("Who played Corliss Archer?", DOCS, ["ignored."], direct=True)
+    assert direct[:3] == msgs[:3] and direct[-1]["role"] == "user"
+    assert direct[-1]["content"].startswith(msgs[-2]["content"] + "\n\n")
+    assert "only the answer" in direct[-1]["content"]
     assert build("Who?")[-1]["content"] == "Q: Who?"  # no paragraphs held
 
 
@@ -80,3 +83,12 @@ def test_reader_keeps_its_line_and_falls_back_to_it():
 
 def test_decoding_stops_at_the_line_end():
     assert ROLE.stop == ("\n",) and ROLE.name == "ircot"
+
+
+def test_direct_reader_takes_the_marked_answer_or_its_whole_line():
+    assert parse("So the answer is: Shirley Temple.", direct=True).value == {
+        "sentence": "So the answer is: Shirley Temple.", "answer": "Shirley Temple"}
+    p = parse('"Shirley Temple".\nmore', direct=True)
+    assert p.valid and p.value["answer"] == "Shirley Temple"  # the whole line, one line only
+    assert not parse("  ", direct=True).valid
+    assert not parse("So the answer is: .", direct=True).valid

@@ -95,8 +95,21 @@ async def test_step_cap_then_the_reader(hotpot_retriever):
     # no retrieval after the last step: nothing would read it
     assert [s.raw for s in _calls(trace, "R")] == [Q.question, S1, S2]
     assert any("no answer after 3 reasoning steps" in n for n in trace.notes)
-    assert "whole reasoning on one line" in steps[-1].messages[-1]["content"]  # the reader
+    assert steps[-1].messages[0]["content"] != steps[0].messages[0]["content"]  # the reader
     assert trace.answer == "Chief of Protocol"
+
+
+async def test_direct_reader_repeats_a_step_prompt_and_answers_alone(hotpot_retriever):
+    llm = ScriptedLLM({"ircot": [S1, S2, "Shirley Temple was an actress.", "Chief of Protocol"]})
+    ctx = make_ctx(llm, hotpot_retriever, "method.ircot_steps=3", "method.ircot_answer=direct")
+    trace = await run_method("ircot", Q, ctx)
+    steps = _calls(trace)
+    assert len(steps) == 4 and all(s.valid for s in steps)
+    last_step, reader = steps[2].messages, steps[3].messages
+    # the same instruction, example and paragraphs as the last step, then the request
+    assert reader[:3] == last_step[:3]
+    assert reader[3]["content"].startswith(last_step[3]["content"] + "\n\n")
+    assert trace.answer == "Chief of Protocol" and trace.metrics["em"] == 1.0
 
 
 async def test_paragraphs_deduplicated_and_capped():

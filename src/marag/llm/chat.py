@@ -15,6 +15,10 @@ Messages = list[dict[str, str]]
 _warned: set[int] = set()
 
 
+# the fewest leading prompt tokens worth a prefix-cache entry, or starting a prompt from one
+MIN_PREFIX = 16
+
+
 def render_chat(tokenizer: Any, messages: Messages, generation_prompt: bool = True) -> str:
     """The conversation as text: the tokenizer's chat template, or a plain ``role: content``
     layout (ending in ``assistant:``) for a tokenizer without one.

@@ -30,7 +30,7 @@ from typing import Any
 import torch
 
 from marag.llm.base import PromptError, SamplingParams, first_stop
-from marag.llm.chat import eos_ids
+from marag.llm.chat import MIN_PREFIX, eos_ids
 from marag.llm.cpu_linear import use_fast_linears
 
 
@@ -213,10 +213,6 @@ def _choose(rows: list[Row], logits: torch.Tensor,
     return chosen_ids.tolist(), chosen.tolist()
 
 
-# the fewest leading tokens worth starting a prompt from an entry's KV
-MIN_SHARED = 16
-
-
 class PrefixCache:
     """KV of recently seen prompt prefixes (token ids -> per-layer keys/values of one row).
 
@@ -260,7 +256,7 @@ class PrefixCache:
             self.reused_tokens += len(key)
         return kv
 
-    def longest(self, key: tuple[int, ...], min_len: int = MIN_SHARED
+    def longest(self, key: tuple[int, ...], min_len: int = MIN_PREFIX
                 ) -> tuple[int, list[tuple[torch.Tensor, torch.Tensor]] | None]:
         """The longest run of leading tokens ``key`` shares with an entry (at least
         ``min_len``) and that entry's KV cut to it; ``(0, None)`` when none is that long."""
@@ -277,10 +273,18 @@ class PrefixCache:
         return best, [(k[:, :, :best], v[:, :, :best]) for k, v in self._entries[best_key]]
 
     def shared(self, ids: tuple[int, ...]) -> int:
-        """How many leading tokens of ``ids`` some entry holds (no statistics, no reordering):
-        a prompt may share more with an entry than its own leading turns, e.g. IRCoT's
-        reader, whose paragraphs and question repeat a reasoning step's turn."""
-        return max((_common_prefix(k, ids) for k in self._entries), default=0)
+        """How many leading tokens of ``ids`` some entry holds: a prompt may share more with
+        an entry than its own leading turns (IRCoT's direct reader repeats a reasoning step's
+        paragraphs and question). No statistics; the entry becomes the most recently used,
+        so rows admitted with it do not evict it before their prefill reads it."""
+        best, best_key = 0, None
+        for k in self._entries:
+            n = _common_prefix(k, ids)
+            if n > best:
+                best, best_key = n, k
+        if best_key is not None:
+            self._entries.move_to_end(best_key)
+        return best
 
     def put(self, key: tuple[int, ...], kv: list[tuple[torch.Tensor, torch.Tensor]]) -> None:
         """Keep ``kv`` under ``key``, unless an entry already holds it (``key`` is a prefix
@@ -683,7 +687,7 @@ class BatchDecoder:
                         r.prefix_len = 0
                     else:  # start from whatever part of the prompt an entry already holds
                         held = self.prefix_cache.shared(tuple(r.prompt_ids[:-1]))
-                        if held >= MIN_SHARED and held > r.prefix_len:
+                        if held >= MIN_PREFIX and held > r.prefix_len:
                             r.prefix_len = held
                 # sliding-window caches cannot be merged, so such models prefill in one go
                 for group in _length_groups(new) if self.can_join else [new] if new else []:

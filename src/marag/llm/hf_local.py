@@ -26,13 +26,12 @@ from dataclasses import dataclass
 from typing import Any
 
 from marag.llm.base import LLMError, Messages, PromptError, SamplingParams
-from marag.llm.chat import allowed_token_ids, prompt_ids, render_chat, text_ids
+from marag.llm.chat import MIN_PREFIX, allowed_token_ids, prompt_ids, render_chat, text_ids
 from marag.types import Completion
 
 log = logging.getLogger(__name__)
 
 PLAIN_STOP = "\nuser:"  # end of an answer in the layout used when there is no chat template
-MIN_PREFIX = 16  # shorter shared prefixes are not worth a cache entry
 
 
 @dataclass(eq=False)  # identity semantics: requests live in the in-flight set

@@ -15,11 +15,15 @@ The protocol follows IRCoT (Trivedi et al., ACL 2023) and its authors' code
 * a sentence that says "answer is" (with or without the colon, the authors' regex
   ``.* answer is:? (.*)``) ends the chain; the answer is what follows, without a final full
   stop;
-* the reader call (``reader=True``): the same instruction, demonstration, paragraphs and
-  question, then a line asking for the whole chain; it is written afresh and kept whole (its
-  line), its answer extracted the same way, the whole line being the answer when it has none
-  (the authors' ``match_all_on_failure``), recorded invalid. Its prompt repeats a reasoning
-  step's up to the question, so a backend with a prefix cache reads the paragraphs once.
+* the CoT reader call (``reader=True``): its own instruction, the same demonstration and
+  paragraphs, a chain written afresh and kept whole (its line), its answer extracted the
+  same way, the whole line being the answer when it has none (the authors'
+  ``match_all_on_failure``), recorded invalid;
+* the direct reader call (``direct=True``, the paper's reader for its Flan-T5 runs): a
+  reasoning step's prompt with a request for the answer alone after the question; the
+  answer is what follows "answer is", else the whole line. Its prompt repeats a step's up to
+  the question, so a backend with a prefix cache reads the paragraphs the last continued step
+  read (a chain that ends at its first sentence has no such entry) only once.
 
 An empty reply and an "answer is" with nothing after it are invalid (and end the chain, as
 the authors' exit controller does on an empty sentence: ``workflows.ircot``).
@@ -43,12 +47,14 @@ _STEP = """Answer the question by reasoning over the Wikipedia paragraphs. Write
 next sentence of the reasoning. Once it gives the answer, write "So the answer is: <answer>."\
 """
 
-# the reader's own instruction comes after the question, so its prompt up to there is a
+_READER = """Answer the question by reasoning over the Wikipedia paragraphs, on one line, \
+ending with "So the answer is: <answer>."\
+"""
+
+# the direct reader's request comes after the question, so its prompt up to there is a
 # reasoning step's (system, example, paragraphs, question) and the hf backend reuses that
 # step's KV instead of reading every paragraph again (``PrefixCache.shared``)
-_READER = """Now write the whole reasoning on one line, ending with "So the answer is: \
-<answer>."\
-"""
+_DIRECT = 'Now give only the answer, as "So the answer is: <answer>."'
 
 # one short worked chain (small models copy a reply's shape; short: tiny contexts hold it)
 _EXAMPLE_PARAS = (
@@ -73,20 +79,22 @@ def _user(question: str, docs: Sequence[Passage]) -> str:
 
 
 def build(question: str, docs: Sequence[Passage] = (), thoughts: Sequence[str] = (),
-          reader: bool = False) -> Messages:
+          reader: bool = False, direct: bool = False) -> Messages:
     """System instruction, the worked demonstration, the paragraphs and the question; then,
     for a reasoning step with sentences already written, the chain so far as an open
-    assistant turn that the model continues (the reader starts a chain of its own)."""
+    assistant turn that the model continues. The CoT reader (``reader``) starts a chain of
+    its own under its own instruction; the direct reader (``direct``) is a step's prompt with
+    a request for the answer alone after the question."""
     example = [Passage(f"example-{i}", t, x) for i, (t, x) in enumerate(_EXAMPLE_PARAS)]
     last = _user(question, docs)
     messages: Messages = [
-        {"role": "system", "content": _STEP},
+        {"role": "system", "content": _READER if reader and not direct else _STEP},
         {"role": "user", "content": _user(_EXAMPLE_Q, example)},
         {"role": "assistant", "content": _EXAMPLE_A},
-        {"role": "user", "content": f"{last}\n\n{_READER}" if reader else last},
+        {"role": "user", "content": f"{last}\n\n{_DIRECT}" if direct else last},
     ]
     so_far = " ".join(s.strip() for s in thoughts if s.strip())
-    if so_far and not reader:
+    if so_far and not (reader or direct):
         messages.append({"role": "assistant", "content": so_far})
     return messages
 
@@ -144,9 +152,11 @@ def _line(text: str) -> str:
     return ""
 
 
-def parse(text: str, reader: bool = False) -> Parsed:
+def parse(text: str, reader: bool = False, direct: bool = False) -> Parsed:
     """A reasoning step: ``{"sentence": the first sentence, "answer": what follows "answer
-    is" in it, or None}``; with ``reader``: ``{"sentence": the whole line, "answer": str}``."""
+    is" in it, or None}``; with ``reader``: ``{"sentence": the whole line, "answer": str}``;
+    with ``direct``: the same, a line without "answer is" being the answer itself."""
+    reader = reader or direct
     if not isinstance(text, str):
         return Parsed({"sentence": "", "answer": "" if reader else None}, False,
                       "completion is not text")
@@ -155,6 +165,9 @@ def parse(text: str, reader: bool = False) -> Parsed:
         return Parsed({"sentence": "", "answer": "" if reader else None}, False, "empty reply")
     sentence = line if reader else first_sentence(line)
     answer = answer_in(sentence)
+    if direct and answer is None:
+        return Parsed({"sentence": sentence, "answer": sentence.removesuffix(".").strip("\"' ")},
+                      True)
     if reader and answer is None:
         return Parsed({"sentence": sentence, "answer": sentence}, False,
                       'no "So the answer is:" sentence; the whole reply is the answer')
@@ -164,8 +177,8 @@ def parse(text: str, reader: bool = False) -> Parsed:
     return Parsed({"sentence": sentence, "answer": answer}, True)
 
 
-def _context(reader: bool = False, **_: object) -> dict[str, bool]:
-    return {"reader": bool(reader)}
+def _context(reader: bool = False, direct: bool = False, **_: object) -> dict[str, bool]:
+    return {"reader": bool(reader), "direct": bool(direct)}
 
 
 ROLE = Role(NAME, build, parse, max_tokens=100, stop=("\n",), parse_context=_context)

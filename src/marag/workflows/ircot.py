@@ -16,6 +16,8 @@ al., ACL 2023; the role, its prompt and its sentence rule: ``roles.ircot``).
 4. The answer (``method.ircot_answer``): ``reader`` (the paper's IRCoT QA and Adaptive-RAG's
    multi-step strategy): one more ``ircot`` call reads every collected paragraph and writes a
    chain afresh, whose "answer is" gives the answer (its whole line when it has none);
+   ``direct`` (the paper's direct reader): the same call asked for the answer alone, its
+   prompt a step's up to the question (so a prefix cache serves its paragraphs);
    ``cot`` (FlashRAG's pipeline): the chain's own answer, the reader only when the chain
    ended without one.
 
@@ -103,6 +105,7 @@ async def ircot(run: Run) -> None:
         run.answer(root, answer)
         return
     run.round += 1
+    direct = cfg.ircot_answer == "direct"
     p, _ = await run.call(NAME, root.id, turn=run.round, question=question, docs=held,
-                          reader=True)
+                          reader=not direct, direct=direct)
     run.answer(root, p.value["answer"])
