@@ -176,7 +176,7 @@ async def test_a_grown_prompt_reuses_the_prefix_it_shares_with_an_entry(tiny):
 
 
 async def test_a_prompt_starts_from_an_entry_that_holds_more_than_its_leading_turns(tiny):
-    # IRCoT's reader: the reasoning step's paragraphs and question, then a turn of its own
+    # IRCoT's direct reader: the reasoning step's paragraphs and question, then its request
     on, off = _pair(tiny)
     system = {"role": "system", "content": "Reason over the paragraphs, one sentence."}
     user = {"role": "user", "content": "Wikipedia Title: Paris\nParis is the capital of "
@@ -241,6 +241,24 @@ def test_no_entry_is_a_prefix_of_another():
     assert n == 20 and kv[0][0].shape[2] == 20
     cache.put(head, kv)  # a key inside an entry is not stored twice
     assert len(cache) == 1 and cache.tokens == 23
+
+
+def test_shared_refreshes_only_the_entry_a_prompt_will_start_from():
+    from marag.llm.hf_decode import PrefixCache
+
+    cache = PrefixCache(max_entries=2)
+    old, new = tuple(range(20)) + (1,), tuple(range(20)) + (2,)
+    cache.put(old, _kv(21))
+    cache.put(new, _kv(21))
+    # both share 20 tokens: the newest is the match; a caller that already has 20 (its own
+    # leading turns) will not use it, so nothing moves
+    assert cache.shared(tuple(range(20)) + (9, 9), above=20) == 20
+    assert list(cache._entries) == [old, new]
+    assert cache.shared(old + (5,), above=0) == 21  # the old entry, used: now the newest
+    assert list(cache._entries) == [new, old]
+    cache.put(tuple(range(30, 60)), _kv(30))  # a third entry evicts the least recent
+    assert cache.get(old) is not None and cache.get(new) is None
+    assert cache.shared((7,) * 10) == 0
 
 
 def test_token_budget_evicts_the_least_recent():

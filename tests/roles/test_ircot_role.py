@@ -92,3 +92,6 @@ def test_direct_reader_takes_the_marked_answer_or_its_whole_line():
     assert p.valid and p.value["answer"] == "Shirley Temple"  # the whole line, one line only
     assert not parse("  ", direct=True).valid
     assert not parse("So the answer is: .", direct=True).valid
+    for empty in (".", '""', "'", "'.'"):
+        p = parse(empty, direct=True)
+        assert not p.valid and p.value["answer"] == ""

@@ -36,7 +36,7 @@ CONTEXT = {
     "DS": st.fixed_dictionaries({"n_docs": st.integers(0, 12)}),
     "mask.search": st.fixed_dictionaries({"history": st.lists(st.text(max_size=10), max_size=3)}),
     "mask.update": st.fixed_dictionaries({"n_pairs": st.integers(0, 6)}),
-    "ircot": st.fixed_dictionaries({"reader": st.booleans()}),
+    "ircot": st.fixed_dictionaries({"reader": st.booleans(), "direct": st.booleans()}),
     "deepnote.query": st.fixed_dictionaries({"history": st.lists(st.text(max_size=10),
                                                                  max_size=3)}),
     "self-rag": st.fixed_dictionaries({"kind": st.sampled_from(["decide", "evidence",
@@ -80,7 +80,7 @@ def check_contract(name: str, p: Parsed, ctx: dict) -> None:
         assert isinstance(v, str) and v.strip()
     elif name == "ircot":
         assert set(v) == {"sentence", "answer"} and isinstance(v["sentence"], str)
-        assert isinstance(v["answer"], str) if ctx.get("reader") else \
+        assert isinstance(v["answer"], str) if ctx.get("reader") or ctx.get("direct") else \
             v["answer"] is None or isinstance(v["answer"], str)
         assert not p.valid or (v["sentence"].strip() and (v["answer"] is None
                                                           or v["answer"].strip()))

@@ -68,6 +68,7 @@ async def test_each_sentence_retrieves_then_the_reader_answers(hotpot_retriever)
     # the reader: every collected paragraph, a chain of its own, the answer from its line
     held = len({d for s in _calls(trace, "R") for d in s.doc_ids})
     assert reader.messages[-1]["role"] == "user"
+    assert reader.messages[0] != first.messages[0]  # the CoT reader's own instruction
     assert reader.messages[-1]["content"].count("Wikipedia Title: ") == min(held, 15)
     assert reader.parsed["answer"] == "Chief of Protocol" and reader.valid
     assert [(s.round, s.turn) for s in trace.steps] == [(1, 0), (1, 1), (1, 1), (2, 2),

@@ -272,17 +272,19 @@ class PrefixCache:
         self.reused_tokens += best
         return best, [(k[:, :, :best], v[:, :, :best]) for k, v in self._entries[best_key]]
 
-    def shared(self, ids: tuple[int, ...]) -> int:
+    def shared(self, ids: tuple[int, ...], above: int = 0) -> int:
         """How many leading tokens of ``ids`` some entry holds: a prompt may share more with
         an entry than its own leading turns (IRCoT's direct reader repeats a reasoning step's
-        paragraphs and question). No statistics; the entry becomes the most recently used,
-        so rows admitted with it do not evict it before their prefill reads it."""
+        paragraphs and question). No statistics. When that is more than ``above`` and at
+        least MIN_PREFIX tokens (the caller will start from it), the entry becomes the most
+        recently used, the newest of equally long matches (so a row's own latest prefix, not
+        an old entry that shares only the system prompt, stays fresh)."""
         best, best_key = 0, None
-        for k in self._entries:
+        for k in reversed(self._entries):  # newest first: ties keep the newest
             n = _common_prefix(k, ids)
             if n > best:
                 best, best_key = n, k
-        if best_key is not None:
+        if best_key is not None and best > above and best >= MIN_PREFIX:
             self._entries.move_to_end(best_key)
         return best
 
@@ -686,7 +688,7 @@ class BatchDecoder:
                     if self.prefix_cache is None or r.prefix_len >= len(r.prompt_ids):
                         r.prefix_len = 0
                     else:  # start from whatever part of the prompt an entry already holds
-                        held = self.prefix_cache.shared(tuple(r.prompt_ids[:-1]))
+                        held = self.prefix_cache.shared(tuple(r.prompt_ids[:-1]), r.prefix_len)
                         if held >= MIN_PREFIX and held > r.prefix_len:
                             r.prefix_len = held
                 # sliding-window caches cannot be merged, so such models prefill in one go

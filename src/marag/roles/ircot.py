@@ -166,8 +166,10 @@ def parse(text: str, reader: bool = False, direct: bool = False) -> Parsed:
     sentence = line if reader else first_sentence(line)
     answer = answer_in(sentence)
     if direct and answer is None:
-        return Parsed({"sentence": sentence, "answer": sentence.removesuffix(".").strip("\"' ")},
-                      True)
+        whole = sentence.strip("\"' ").removesuffix(".").strip("\"' ")
+        if not whole:
+            return Parsed({"sentence": sentence, "answer": ""}, False, "no answer in the reply")
+        return Parsed({"sentence": sentence, "answer": whole}, True)
     if reader and answer is None:
         return Parsed({"sentence": sentence, "answer": sentence}, False,
                       'no "So the answer is:" sentence; the whole reply is the answer')
