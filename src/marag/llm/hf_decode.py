@@ -260,11 +260,7 @@ class PrefixCache:
                 ) -> tuple[int, list[tuple[torch.Tensor, torch.Tensor]] | None]:
         """The longest run of leading tokens ``key`` shares with an entry (at least
         ``min_len``) and that entry's KV cut to it; ``(0, None)`` when none is that long."""
-        best, best_key = 0, None
-        for k in self._entries:
-            n = _common_prefix(k, key)
-            if n > best:
-                best, best_key = n, k
+        best, best_key = self._match(key)
         if best_key is None or best < min_len:
             return 0, None
         self._entries.move_to_end(best_key)
@@ -279,14 +275,20 @@ class PrefixCache:
         least MIN_PREFIX tokens (the caller will start from it), the entry becomes the most
         recently used, the newest of equally long matches (so a row's own latest prefix, not
         an old entry that shares only the system prompt, stays fresh)."""
-        best, best_key = 0, None
-        for k in reversed(self._entries):  # newest first: ties keep the newest
-            n = _common_prefix(k, ids)
-            if n > best:
-                best, best_key = n, k
+        best, best_key = self._match(ids)
         if best_key is not None and best > above and best >= MIN_PREFIX:
             self._entries.move_to_end(best_key)
         return best
+
+    def _match(self, ids: tuple[int, ...]) -> tuple[int, tuple[int, ...] | None]:
+        """The entry sharing the most leading tokens with ``ids`` and how many; the newest of
+        equally long matches."""
+        best, best_key = 0, None
+        for k in reversed(self._entries):
+            n = _common_prefix(k, ids)
+            if n > best:
+                best, best_key = n, k
+        return best, best_key
 
     def put(self, key: tuple[int, ...], kv: list[tuple[torch.Tensor, torch.Tensor]]) -> None:
         """Keep ``kv`` under ``key``, unless an entry already holds it (``key`` is a prefix
