@@ -100,6 +100,34 @@ async def test_stop_strings_cut_text_and_end_the_row_early(backend):
     assert untouched.token_ids == plain.token_ids  # other rows keep decoding
 
 
+async def test_stop_when_ends_the_row_and_keeps_its_text(backend):
+    [full] = await backend.generate([CONVS[0]], SamplingParams(max_tokens=30))
+    assert len(full.text) > 8
+    seen: list[str] = []
+
+    def enough(text: str) -> bool:
+        seen.append(text)
+        return len(text) >= 8
+
+    cut, untouched = await backend.generate(
+        [CONVS[0], CONVS[1]], SamplingParams(max_tokens=30, stop_when=enough))
+    assert cut.finish_reason == "stop" and cut.completion_tokens < full.completion_tokens
+    assert cut.token_ids == full.token_ids[: cut.completion_tokens]
+    assert full.text.startswith(cut.text) and len(cut.text) >= 8  # kept whole, not cut
+    assert len(backend.tokenizer.decode(cut.token_ids[:-1], skip_special_tokens=True)) < 8
+    [plain] = await backend.generate([CONVS[1]], SamplingParams(max_tokens=30))
+    assert untouched.token_ids[:5] == plain.token_ids[:5]  # other rows keep decoding
+    # asked after min_tokens only; a stop string still cuts first
+    seen.clear()
+    [late] = await backend.generate([CONVS[0]], SamplingParams(
+        max_tokens=30, min_tokens=4, stop_when=lambda t: seen.append(t) or True))
+    assert late.completion_tokens == 4 and len(seen) == 1
+    stop = full.text[2:4]
+    [both] = await backend.generate([CONVS[0]], SamplingParams(
+        max_tokens=30, stop=(stop,), stop_when=enough))
+    assert both.text == full.text[: full.text.index(stop)]
+
+
 async def test_allowed_text_restricts_tokens(backend, tiny):
     _, tok = tiny
     allowed = ("<id>", "</id>", "0", "1", "2", ", ")

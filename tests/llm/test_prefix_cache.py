@@ -222,6 +222,37 @@ async def test_ircot_direct_reader_reads_its_paragraphs_from_the_last_step(tiny)
     assert cache.reused_tokens - reused == held and stats.prefix_tokens == computed
 
 
+async def test_cache_prompt_keeps_the_whole_prompt_for_the_next_step(tiny):
+    # IRCoT's steps: the first has no chain yet (its leading turns are only the system
+    # message); the second adds a paragraph before the question and continues a chain
+    on, off = _pair(tiny)
+    paras = ["Wikipedia Title: Paris\nParis is the capital of France and its largest city.",
+             "Wikipedia Title: Seine\nThe Seine flows through Paris to the English Channel."]
+    system = {"role": "system", "content": "Reason over the paragraphs, one sentence."}
+    first = [system, {"role": "user", "content": paras[0] + "\n\nQ: Where is the Seine?"}]
+    second = [system, {"role": "user", "content": "\n\n".join(paras) + "\n\nQ: Where is the Seine?"},
+              {"role": "assistant", "content": "Paris is a city."}]
+    ids1, ids2 = on.encode(first), on.encode(second)
+    shared = next(i for i, (a, b) in enumerate(zip(ids1, ids2)) if a != b)
+    assert shared > on.prefix_len(first, ids1) + 10  # the first paragraph, at least
+    whole = SamplingParams(max_tokens=10, cache_prompt=True)
+    assert on.prefix_len(first, ids1, whole=True) == len(ids1) - 1
+    assert off.prefix_len(first, ids1, whole=True) == 0  # no cache, nothing to keep
+    for conv in (first, second):
+        _same((await on.generate([conv], whole))[0],
+              (await off.generate([conv], SamplingParams(max_tokens=10)))[0])
+    cache, stats = on._decoder.prefix_cache, on._decoder.stats
+    # the first prompt computed once, all but its last token; the second only from where
+    # it departs from the first
+    assert stats.prefix_tokens == (len(ids1) - 1) + (len(ids2) - 1 - shared)
+    assert cache.reused_tokens == shared and cache.partial_hits == 1
+    # without cache_prompt the second step computes the first paragraph again
+    again, _ = _pair(tiny)
+    for conv in (first, second):
+        await again.generate([conv], SamplingParams(max_tokens=10))
+    assert again._decoder.stats.prefix_tokens > stats.prefix_tokens - (len(ids1) - 1) + 10
+
+
 def _kv(n):
     import torch
 

@@ -1,7 +1,7 @@
 """IRCoT's role: the prompt's layout (paragraphs titled as in the paper, the question after
 ``Q:``, the chain so far continued), the first-sentence rule and the "answer is" rule."""
 
-from marag.roles.ircot import ROLE, build, first_sentence, paragraphs, parse
+from marag.roles.ircot import ROLE, build, first_sentence, paragraphs, parse, sentence_done
 from marag.types import Passage
 
 DOCS = [Passage("d1", "Kiss and Tell (1945 film)", "Shirley Temple played Corliss Archer."),
@@ -83,6 +83,30 @@ def test_reader_keeps_its_line_and_falls_back_to_it():
 
 def test_decoding_stops_at_the_line_end():
     assert ROLE.stop == ("\n",) and ROLE.name == "ircot"
+
+
+def test_decoding_stops_once_the_first_sentence_is_settled():
+    # every prefix of a line the decoder could stop at reads as the whole line does
+    lines = ["Shirley Temple played Corliss Archer. She later served as a diplomat.",
+             "J. K. Rowling wrote it in 1997. It sold well.",
+             "Washington, D.C. is the capital. It lies on the Potomac.",
+             "It measures 1.5 km. So the answer is: 1.5 km.",
+             'He said "yes." Then he left.',
+             "Dr. Smith was born in Oak Park, Ill. in 1950. He moved.",
+             "It ends here. lower case goes on. And stops.",
+             "So the answer is: Paris.",
+             "One sentence without an end"]
+    for line in lines:
+        whole = parse(line).value
+        done = [k for k in range(len(line) + 1) if sentence_done(line[:k])]
+        for k in done:
+            assert parse(line[:k]).value == whole, (line, k)
+        if whole["sentence"] == line:  # one sentence: decoding goes to the line's end
+            assert not done
+        else:  # stopped right after the next word's first letter
+            assert done[0] == len(whole["sentence"]) + 2, line
+    assert not sentence_done("First. ") and sentence_done("First. S")
+    assert not sentence_done("") and not sentence_done("\n")
 
 
 def test_direct_reader_takes_the_marked_answer_or_its_whole_line():

@@ -77,6 +77,18 @@ async def test_each_sentence_retrieves_then_the_reader_answers(hotpot_retriever)
     assert trace.metrics["em"] == 1.0
 
 
+async def test_steps_keep_their_prompts_cached_and_stop_at_their_first_sentence(hotpot_retriever):
+    from marag.roles.ircot import sentence_done
+
+    llm = ScriptedLLM({"ircot": [S1, S2, S3, READER]})
+    trace = await run_method("ircot", Q, make_ctx(llm, hotpot_retriever))
+    assert trace.status == "ok"
+    steps, reader = llm.params[:3], llm.params[3]
+    assert all(p.stop_when is sentence_done and p.cache_prompt for p in steps)
+    assert [p.min_tokens for p in steps] == [0, 1, 1]  # a continued chain writes a token
+    assert reader.stop_when is None  # the reader keeps its whole line
+
+
 async def test_cot_answer_skips_the_reader(hotpot_retriever):
     llm = ScriptedLLM({"ircot": [S1, ("Temple was Chief of Protocol, so the answer is: "
                                       "Chief of Protocol.")]})

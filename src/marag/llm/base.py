@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from contextvars import ContextVar
 from dataclasses import dataclass, field
 from typing import Protocol, runtime_checkable
@@ -38,6 +39,15 @@ class SamplingParams:
     logprobs: bool = False  # ask for per-token logprobs and token ids (training needs them)
     # Restrict decoding to these strings' tokens (MMOA-RAG's id-only selector); local backends.
     allowed_text: tuple[str, ...] = field(default=())
+    # the hf backend's prefix cache keeps this whole prompt's KV (all but its last
+    # token), not only its leading turns: a later call that repeats the prompt, grown at its
+    # end or in its middle (IRCoT's next step), then computes only what is new. No effect on
+    # the text; other backends ignore it (a vLLM server caches prefixes by itself)
+    cache_prompt: bool = False
+    # the hf backend ends a reply as soon as this returns True for its text so far (after
+    # ``min_tokens``): the caller's parser would read nothing more from it (IRCoT keeps a
+    # line's first sentence). The text is kept as written, not cut; other backends ignore it
+    stop_when: Callable[[str], bool] | None = None
 
     def __post_init__(self) -> None:
         if self.min_tokens < 0:

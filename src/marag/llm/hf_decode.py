@@ -438,15 +438,17 @@ class BatchDecoder:
         p = row.params
         if token in self.eos_ids:
             row.finish_reason = "stop"
-        elif p.stop and len(row.token_ids) >= p.min_tokens:
+        elif (p.stop or p.stop_when) and len(row.token_ids) >= p.min_tokens:
             text = self.tokenizer.decode(row.token_ids, skip_special_tokens=True)
             # as vLLM: a stop string written within the first min_tokens tokens does not count
             start = (len(self.tokenizer.decode(row.token_ids[:p.min_tokens],
                                                skip_special_tokens=True)) if p.min_tokens else 0)
-            cut = first_stop(text, p.stop, start)
+            cut = first_stop(text, p.stop, start) if p.stop else -1
             if cut >= 0:
                 row.text = text[:cut]
                 row.finish_reason = "stop"
+            elif p.stop_when is not None and p.stop_when(text):
+                row.finish_reason = "stop"  # the caller has what it reads; the text stays whole
         if not row.finish_reason and len(row.token_ids) >= p.max_tokens:
             row.finish_reason = "length"
         if (not row.finish_reason and self.max_positions

@@ -165,15 +165,21 @@ class HFBackend:
         """The prompt token ids for one conversation (chat template + generation prompt)."""
         return prompt_ids(self.tokenizer, messages)
 
-    def prefix_len(self, messages: Messages, ids: list[int]) -> int:
+    def prefix_len(self, messages: Messages, ids: list[int], whole: bool = False) -> int:
         """How many leading tokens of ``ids`` are the conversation minus its last turn.
 
         Those tokens (system message, worked examples) repeat across calls of one role, so
         their KV is worth caching. 0 when the prefix cache is off, the conversation has one
         turn, or the rendered leading turns do not tokenise to an exact prefix of ``ids``
         (a template that rewrites earlier turns, a token merged across the boundary).
+        With ``whole`` (``SamplingParams.cache_prompt``): every token but the last (one must
+        be left to prefill), when that is at least ``MIN_PREFIX``.
         """
-        if self._decoder.prefix_cache is None or len(messages) < 2:
+        if self._decoder.prefix_cache is None:
+            return 0
+        if whole:
+            return len(ids) - 1 if len(ids) - 1 >= MIN_PREFIX else 0
+        if len(messages) < 2:
             return 0
         try:
             head = render_chat(self.tokenizer, messages[:-1], False)
@@ -310,7 +316,8 @@ class HFBackend:
         for i, messages in enumerate(batch):
             ids = self.encode(messages)
             try:
-                requests.append(self._request(ids, params, self.prefix_len(messages, ids)))
+                requests.append(self._request(
+                    ids, params, self.prefix_len(messages, ids, params.cache_prompt)))
             except LLMError as e:
                 raise type(e)(f"conversation {i}: {e}") from None
         self._submit(requests)

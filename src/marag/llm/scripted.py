@@ -27,6 +27,7 @@ class ScriptedLLM:
         self.model = model
         self.latency = latency
         self.calls: list[tuple[str, Messages]] = []  # (role, messages) for assertions
+        self.params: list[SamplingParams] = []  # each call's decoding parameters, as calls
         # generate() calls waiting at once, now and at most: tests of concurrency assert on
         # these instead of wall-clock time
         self.in_flight = 0
@@ -54,6 +55,7 @@ class ScriptedLLM:
         t0 = time.perf_counter()
         role = current_role.get()
         self.calls.append((role, messages))
+        self.params.append(params)
         text = self._reply(role, messages)
         for s in params.stop:
             if s and s in text:

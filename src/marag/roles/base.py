@@ -39,6 +39,10 @@ class Role:
     ``closes_stop``: backends drop the stop string from a reply (as OpenAI's API does); a role
     that needs it (Search-R1's turns, Search-o1's queries: continued as one text) gets the
     closing tag or marker put back.
+
+    ``cache_prompt``: the role's next call repeats this prompt with more at its end or in its
+    middle (IRCoT's steps), so a local backend's prefix cache keeps the whole prompt, not only
+    its leading turns (``SamplingParams.cache_prompt``).
     """
 
     name: str
@@ -52,6 +56,7 @@ class Role:
     # a reply that stopped on one of ``stop`` gets that closing tag back (``tags.reclose``):
     # the text then holds the whole block the model wrote, as a continuing role needs
     closes_stop: bool = False
+    cache_prompt: bool = False
 
     def read(self, text: str, inputs: Mapping[str, Any]) -> Parsed:
         """Parse a completion of the call that was built from ``inputs``."""

@@ -131,6 +131,18 @@ def first_sentence(line: str) -> str:
     return line.strip()
 
 
+def sentence_done(text: str) -> bool:
+    """Whether a reasoning step's reply so far settles what ``parse`` reads from it: its
+    line's first sentence has ended and a word has begun after it, so no later token can
+    change that sentence (a full stop's reading waits for the next word's case). The hf
+    backend stops decoding there (``SamplingParams.stop_when``) instead of writing the rest
+    of the line, which the step drops."""
+    line = _line(text)
+    sentence = first_sentence(line)
+    rest = line[len(sentence):]
+    return len(sentence) < len(line) and rest[:1].isspace() and bool(rest.strip())
+
+
 def answer_in(sentence: str) -> str | None:
     """What follows the last "answer is" of ``sentence`` (its final full stop dropped), or
     None when it says no "answer is"."""
@@ -183,4 +195,8 @@ def _context(reader: bool = False, direct: bool = False, **_: object) -> dict[st
     return {"reader": bool(reader), "direct": bool(direct)}
 
 
-ROLE = Role(NAME, build, parse, max_tokens=100, stop=("\n",), parse_context=_context)
+# cache_prompt: each step repeats the last one's prompt with new paragraphs before the
+# question and a longer chain after it, so the hf backend keeps whole prompts and computes
+# only what is new (the first step's paragraphs would otherwise be computed twice)
+ROLE = Role(NAME, build, parse, max_tokens=100, stop=("\n",), parse_context=_context,
+            cache_prompt=True)

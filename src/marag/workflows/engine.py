@@ -129,7 +129,7 @@ class Context:
         limit = limits.get(role_name, limits.get("default", role.max_tokens))
         params = SamplingParams(
             temperature=s.temperature, top_p=s.top_p, max_tokens=limit, stop=stop,
-            seed=s.seed, logprobs=self.logprobs,
+            seed=s.seed, logprobs=self.logprobs, cache_prompt=role.cache_prompt,
         )
         return Route(role=role, backend=backend, llm=llm, params=params)
 

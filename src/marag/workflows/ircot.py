@@ -31,7 +31,7 @@ from __future__ import annotations
 import re
 from collections.abc import Sequence
 
-from marag.roles.ircot import NAME
+from marag.roles.ircot import NAME, sentence_done
 from marag.types import Passage
 from marag.workflows.engine import Run
 
@@ -80,9 +80,11 @@ async def ircot(run: Run) -> None:
         run.round = step_no
         # a continued chain: the model may not close its turn before writing a token (a chat
         # model ends the turn after a full stop far more often than it starts a new sentence)
+        # stop_when: the step keeps its line's first sentence, so the rest is not decoded
         p, _ = await run.call(NAME, root.id, turn=step_no, question=question, docs=held,
                               thoughts=thoughts,
-                              sampling={"min_tokens": 1} if thoughts else None)
+                              sampling={"min_tokens": 1 if thoughts else 0,
+                                        "stop_when": sentence_done})
         if not p.valid:
             run.note(f"ircot: step {step_no} wrote no usable sentence ({p.reason}); the chain "
                      "ends there")
