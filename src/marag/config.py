@@ -126,6 +126,13 @@ class LLMConfig(Section):
     # cache. For GPU rollouts; every step attends over all the columns, so size it to the run
     static_cache: int = Field(0, ge=0)
     cuda_graphs: bool = True
+    # hf backend: the shared-prefix KV cache keeps at most this many prompt prefixes and this
+    # many tokens of them, least recently used dropped first (a token's KV costs 2 x layers x
+    # KV heads x head size values: 24 KiB in float32 for Qwen2.5-0.5B, so 65,536 ~ 1.5 GiB).
+    # Roles that cache whole prompts (IRCoT, Search-R1, Search-o1) fill it; raise it for long
+    # prompts with many questions in flight, lower it where memory is short
+    prefix_entries: int = Field(64, ge=1)
+    prefix_tokens: int = Field(65536, ge=1)
     device: str = "cpu"
     # hf backend: auto = bfloat16 on a CPU with native bf16 matmul (AMX/AVX-512 BF16) or a
     # bf16-capable GPU, else float32; a trainer's model stays float32 on CPU (marag.llm.dtype)

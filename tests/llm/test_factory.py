@@ -88,3 +88,19 @@ def test_static_cache_reaches_the_decoder_and_is_checked(tiny_folder):
     assert backend._decoder.cuda_graphs is False
     with pytest.raises(ValidationError, match="static_cache"):
         LLMConfig(model=tiny_folder, static_cache=-1)
+
+
+def test_prefix_cache_limits_reach_the_decoder_and_are_checked(tiny_folder):
+    from pydantic import ValidationError
+
+    from marag.eval.identity import config_identity
+
+    backend = make_llm(LLMConfig(model=tiny_folder, prefix_entries=5, prefix_tokens=1000))
+    cache = backend._decoder.prefix_cache
+    assert (cache.max_entries, cache.max_tokens) == (5, 1000)
+    with pytest.raises(ValidationError, match="prefix_tokens"):
+        LLMConfig(model=tiny_folder, prefix_tokens=0)
+    # how much is cached changes no answer: a run resumes across a change of it
+    a = Config(llms={"default": LLMConfig(model=tiny_folder)})
+    b = Config(llms={"default": LLMConfig(model=tiny_folder, prefix_tokens=10)})
+    assert config_identity(a) == config_identity(b)

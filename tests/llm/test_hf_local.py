@@ -100,8 +100,9 @@ async def test_stop_strings_cut_text_and_end_the_row_early(backend):
     assert untouched.token_ids == plain.token_ids  # other rows keep decoding
 
 
-async def test_stop_when_ends_the_row_and_keeps_its_text(backend):
+async def test_stop_when_ends_the_row_and_keeps_its_text(backend, caplog):
     [full] = await backend.generate([CONVS[0]], SamplingParams(max_tokens=30))
+    [plain] = await backend.generate([CONVS[1]], SamplingParams(max_tokens=30))
     assert len(full.text) > 8
     seen: list[str] = []
 
@@ -109,23 +110,39 @@ async def test_stop_when_ends_the_row_and_keeps_its_text(backend):
         seen.append(text)
         return len(text) >= 8
 
-    cut, untouched = await backend.generate(
-        [CONVS[0], CONVS[1]], SamplingParams(max_tokens=30, stop_when=enough))
+    # a row asked to stop beside a row that is not, in one batch
+    (cut,), (untouched,) = await asyncio.gather(
+        backend.generate([CONVS[0]], SamplingParams(max_tokens=30, stop_when=enough)),
+        backend.generate([CONVS[1]], SamplingParams(max_tokens=30)))
     assert cut.finish_reason == "stop" and cut.completion_tokens < full.completion_tokens
     assert cut.token_ids == full.token_ids[: cut.completion_tokens]
     assert full.text.startswith(cut.text) and len(cut.text) >= 8  # kept whole, not cut
     assert len(backend.tokenizer.decode(cut.token_ids[:-1], skip_special_tokens=True)) < 8
-    [plain] = await backend.generate([CONVS[1]], SamplingParams(max_tokens=30))
-    assert untouched.token_ids[:5] == plain.token_ids[:5]  # other rows keep decoding
-    # asked after min_tokens only; a stop string still cuts first
+    assert untouched.token_ids == plain.token_ids  # the other row decodes on to its end
+    # asked after min_tokens only
     seen.clear()
     [late] = await backend.generate([CONVS[0]], SamplingParams(
         max_tokens=30, min_tokens=4, stop_when=lambda t: seen.append(t) or True))
     assert late.completion_tokens == 4 and len(seen) == 1
-    stop = full.text[2:4]
+    # a stop string inside the first token wins over a predicate that is always True
+    first = backend.tokenizer.decode(full.token_ids[:1], skip_special_tokens=True)
     [both] = await backend.generate([CONVS[0]], SamplingParams(
-        max_tokens=30, stop=(stop,), stop_when=enough))
-    assert both.text == full.text[: full.text.index(stop)]
+        max_tokens=30, stop=(first[-1],), stop_when=lambda t: True))
+    assert both.text == first[: first.index(first[-1])] and both.completion_tokens == 1
+    # a predicate that raises is switched off for the row, which decodes as without it
+    def broken(text: str) -> bool:
+        raise KeyError("oops")
+
+    [safe] = await backend.generate([CONVS[0]], SamplingParams(max_tokens=30, stop_when=broken))
+    assert safe.token_ids == full.token_ids and "oops" in caplog.text
+
+
+def test_stop_when_waits_for_a_whole_character():
+    from marag.llm.hf_decode import BatchDecoder, Row
+
+    row = Row([1, 2], SamplingParams(stop_when=lambda t: True))
+    assert not BatchDecoder._settled(row, "cf. \ufffd")  # the next token may complete it
+    assert BatchDecoder._settled(row, "cf. \u017a")
 
 
 async def test_allowed_text_restricts_tokens(backend, tiny):

@@ -253,10 +253,57 @@ async def test_cache_prompt_keeps_the_whole_prompt_for_the_next_step(tiny):
     assert again._decoder.stats.prefix_tokens > stats.prefix_tokens - (len(ids1) - 1) + 10
 
 
+async def test_a_continued_trajectory_computes_only_its_new_turn(tiny):
+    # Search-R1's turns (cache_prompt): one user turn, then the trajectory as an open
+    # assistant turn that grows at its end
+    from marag.roles import search_o1, search_r1
+
+    on, off = _pair(tiny)
+    assert search_r1.ROLE.cache_prompt and search_o1.ROLE.cache_prompt
+    assert not search_o1.RID_ROLE.cache_prompt  # a one-off prompt
+    q = "Who wrote Hamlet?"
+    turn1 = "<think>I need the author.</think><search> Hamlet author </search>"
+    info = "\n\n<information>Doc 1(Title: Hamlet) A play by Shakespeare.</information>\n\n"
+    convs = [search_r1.build(q), search_r1.build(q, turn1 + info),
+             search_r1.build(q, turn1 + info + "<think>It is Shakespeare.</think>")]
+    p = SamplingParams(max_tokens=8, cache_prompt=True)
+    for c in convs:
+        _same((await on.generate([c], p))[0], (await off.generate([c], SamplingParams(max_tokens=8)))[0])
+    cache, stats = on._decoder.prefix_cache, on._decoder.stats
+    ids = [on.encode(c) for c in convs]
+    # one entry per trajectory: each turn's key extends the last and replaces it
+    assert len(cache) == 1
+    # every prompt token computed about once (a token at each turn's boundary may be again)
+    assert len(ids[2]) - 1 <= stats.prefix_tokens <= len(ids[2]) - 1 + 2 * 3
+
+
 def _kv(n):
     import torch
 
     return [(torch.arange(n, dtype=torch.float32).view(1, 1, n, 1),) * 2]
+
+
+def test_an_entry_its_conversation_moved_past_is_evicted_first():
+    from marag.llm.hf_decode import PrefixCache
+
+    head = tuple(range(20))  # the role's instruction, shared by every conversation
+    a1, b1, c1 = (head + (100 + i,) * 30 for i in range(3))  # three first steps
+    cache = PrefixCache(max_entries=3)
+    for k in (a1, b1, c1):
+        cache.put(k, _kv(len(k)))
+    # the first steps share only the head with each other: nobody is moved
+    assert list(cache._entries) == [a1, b1, c1]
+    # a's second step: a paragraph inserted before a's question. The decoder starts it from
+    # a1 (which makes a1 the most recent), then keeps it: a1 is stale and goes first, not
+    # b1 or c1, whose conversations still need them
+    a2 = head + (100,) * 10 + (7,) * 5 + (100,) * 20
+    assert cache.longest(a2)[0] == 30
+    cache.put(a2, _kv(len(a2)))
+    assert list(cache._entries) == [b1, c1, a2]
+    b2 = head + (101,) * 10 + (7,) * 5 + (101,) * 20
+    cache.longest(b2)
+    cache.put(b2, _kv(len(b2)))
+    assert list(cache._entries) == [c1, a2, b2]
 
 
 def test_no_entry_is_a_prefix_of_another():

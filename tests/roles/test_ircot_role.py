@@ -107,6 +107,13 @@ def test_decoding_stops_once_the_first_sentence_is_settled():
             assert done[0] == len(whole["sentence"]) + 2, line
     assert not sentence_done("First. ") and sentence_done("First. S")
     assert not sentence_done("") and not sentence_done("\n")
+    # a character whose bytes are not all decoded yet (its case is unknown)
+    assert not sentence_done("It is Wisla (cf. \ufffd")
+    assert not sentence_done("Answer: X. Y")  # an initial, after the label
+    assert sentence_done("\n\nIt is Paris. Y") and sentence_done("A:\nIt is Paris. Y")
+    # a line break ends the line that parse reads
+    assert sentence_done("It is here\nmore")
+    assert parse("It is here\nmore").value["sentence"] == "It is here"
 
 
 def test_direct_reader_takes_the_marked_answer_or_its_whole_line():

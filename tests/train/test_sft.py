@@ -36,6 +36,18 @@ def test_rejection_sampling_keeps_valid_steps_of_good_traces():
     assert [e.role for e in only_ag] == ["AG"]
 
 
+def test_replies_the_decoder_ended_early_are_not_examples():
+    # an IRCoT step stopped once its first sentence was settled ends mid-text
+    cut = Step(role="ircot", messages=[{"role": "user", "content": "q"}],
+               raw=" Paris is in France. So", valid=True,
+               sampling={"temperature": 0.0, "stop_when": "marag.roles.ircot.sentence_done"})
+    whole = Step(role="ircot", messages=[{"role": "user", "content": "q"}],
+                 raw="So the answer is: Paris.", valid=True, sampling={"temperature": 0.0})
+    t = Trace(id="t", question="q", method="ircot", steps=[cut, whole], metrics={"f1": 1.0})
+    got = sft.examples_from_traces([t], [], min_f1=0.5)
+    assert [e.target for e in got] == ["So the answer is: Paris."]
+
+
 def test_selector_labels_from_word_overlap():
     docs = [Passage("a", "France", "Paris is the capital of France."),
             Passage("b", "Pizza", "Pizza is a dish from Italy."),

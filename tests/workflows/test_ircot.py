@@ -87,6 +87,11 @@ async def test_steps_keep_their_prompts_cached_and_stop_at_their_first_sentence(
     assert all(p.stop_when is sentence_done and p.cache_prompt for p in steps)
     assert [p.min_tokens for p in steps] == [0, 1, 1]  # a continued chain writes a token
     assert reader.stop_when is None  # the reader keeps its whole line
+    assert not reader.cache_prompt  # and no later call repeats its prompt
+    # the trace says how each step was decoded
+    recorded = [s.sampling for s in _calls(trace)]
+    assert [r.get("stop_when") for r in recorded] == ["marag.roles.ircot.sentence_done"] * 3 + [None]
+    assert [r.get("cache_prompt", False) for r in recorded] == [True] * 3 + [False]
 
 
 async def test_cot_answer_skips_the_reader(hotpot_retriever):

@@ -12,7 +12,8 @@ from marag.config import Config
 # Settings that say where or how fast to run, not what to compute: changing them between a
 # crash and its resume (a server moved port, more workers) must not invalidate the run.
 OPERATIONAL_LLM_KEYS = ("base_url", "api_key_env", "max_concurrency", "timeout", "retries",
-                        "max_batch_size", "batch_wait_ms", "device", "cache_dir", "n_threads")
+                        "max_batch_size", "batch_wait_ms", "device", "cache_dir", "n_threads",
+                        "prefix_entries", "prefix_tokens")
 OPERATIONAL_RETRIEVAL_KEYS = ("url", "timeout")
 # Sections no evaluation reads: a run evaluated with a training config resumes after its
 # train/sft settings change (the eval section has its own identity fields: limit, seed).

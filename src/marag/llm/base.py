@@ -39,10 +39,12 @@ class SamplingParams:
     logprobs: bool = False  # ask for per-token logprobs and token ids (training needs them)
     # Restrict decoding to these strings' tokens (MMOA-RAG's id-only selector); local backends.
     allowed_text: tuple[str, ...] = field(default=())
-    # the hf backend's prefix cache keeps this whole prompt's KV (all but its last
-    # token), not only its leading turns: a later call that repeats the prompt, grown at its
-    # end or in its middle (IRCoT's next step), then computes only what is new. No effect on
-    # the text; other backends ignore it (a vLLM server caches prefixes by itself)
+    # the hf backend's prefix cache keeps this whole prompt's KV (all but its last token),
+    # not only its leading turns: a later call that repeats the prompt, grown at its end
+    # (a continued trajectory) or in its middle (IRCoT's next step), then computes only from
+    # where it departs from this one. The text is the same up to floating-point rounding, as
+    # with leading turns; other backends ignore it (a vLLM server caches prefixes by itself;
+    # ``marag serve-llm`` keeps leading turns only)
     cache_prompt: bool = False
     # the hf backend ends a reply as soon as this returns True for its text so far (after
     # ``min_tokens``): the caller's parser would read nothing more from it (IRCoT keeps a

@@ -71,7 +71,8 @@ def make_llm(cfg: LLMConfig, *, shared: _Shared | None = None,
                             max_batch_size=cfg.max_batch_size, batch_wait_ms=cfg.batch_wait_ms,
                             bf16_autocast=cfg.bf16_autocast, cache_dir=cfg.cache_dir,
                             adapters=adapters, static_cache=cfg.static_cache,
-                            cuda_graphs=cfg.cuda_graphs)
+                            cuda_graphs=cfg.cuda_graphs, prefix_entries=cfg.prefix_entries,
+                            prefix_tokens=cfg.prefix_tokens)
         if shared is not None:
             shared[key] = backend
         return backend

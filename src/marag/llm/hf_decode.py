@@ -20,6 +20,7 @@ request samples the same tokens whether it runs alone or inside a batch.
 
 from __future__ import annotations
 
+import logging
 import random
 import time
 from collections import OrderedDict
@@ -32,6 +33,8 @@ import torch
 from marag.llm.base import PromptError, SamplingParams, first_stop
 from marag.llm.chat import MIN_PREFIX, eos_ids
 from marag.llm.cpu_linear import use_fast_linears
+
+log = logging.getLogger(__name__)
 
 
 @dataclass
@@ -53,6 +56,7 @@ class Row:
     on_token: Callable[[Row], None] | None = None
     top_logprobs: int = 0  # keep this many most likely (token, logprob) pairs per step
     tops: list[list[tuple[int, float]]] = field(default_factory=list)
+    stop_when_off: bool = False  # its params.stop_when raised: no longer asked
 
 
 @dataclass
@@ -292,13 +296,25 @@ class PrefixCache:
 
     def put(self, key: tuple[int, ...], kv: list[tuple[torch.Tensor, torch.Tensor]]) -> None:
         """Keep ``kv`` under ``key``, unless an entry already holds it (``key`` is a prefix
-        of that entry's); entries whose keys are prefixes of ``key`` are dropped."""
+        of that entry's); entries whose keys are prefixes of ``key`` are dropped.
+
+        An entry that shares more of ``key`` than any other entry does, and more than
+        MIN_PREFIX tokens, without being a prefix of it (``key`` is the same conversation's
+        prompt grown in its middle: IRCoT's paragraphs go before its question) is stale: it
+        goes to the front of the eviction order, so with many conversations in flight each
+        one's latest entry outlives the one it replaced. (A head that several entries share,
+        such as a role's instruction, is not anyone's own: nothing is moved for it; nor when
+        there is only one other entry, whose owner cannot be told.)"""
         self.misses += 1
         n = len(key)
         if n > self.max_tokens or any(len(k) >= n and k[:n] == key for k in self._entries):
             return
         for k in [k for k in self._entries if len(k) < n and key[:len(k)] == k]:
             self._drop(k)
+        shares = sorted(((_common_prefix(k, key), k) for k in self._entries),
+                        key=lambda x: x[0], reverse=True)
+        if len(shares) > 1 and shares[0][0] >= MIN_PREFIX and shares[1][0] < shares[0][0]:
+            self._entries.move_to_end(shares[0][1], last=False)
         self._entries[key] = kv
         self.tokens += n
         while len(self._entries) > 1 and (len(self._entries) > self.max_entries
@@ -447,7 +463,7 @@ class BatchDecoder:
             if cut >= 0:
                 row.text = text[:cut]
                 row.finish_reason = "stop"
-            elif p.stop_when is not None and p.stop_when(text):
+            elif p.stop_when is not None and not row.stop_when_off and self._settled(row, text):
                 row.finish_reason = "stop"  # the caller has what it reads; the text stays whole
         if not row.finish_reason and len(row.token_ids) >= p.max_tokens:
             row.finish_reason = "length"
@@ -455,6 +471,23 @@ class BatchDecoder:
                 and len(row.prompt_ids) + len(row.token_ids) >= self.max_positions):
             row.finish_reason = "length"
         return bool(row.finish_reason)
+
+    @staticmethod
+    def _settled(row: Row, text: str) -> bool:
+        """``row.params.stop_when(text)``, never while the text ends in a character whose
+        bytes are not all decoded yet (U+FFFD: its next token may complete it). A predicate
+        that raises is switched off for the row, which then decodes as other backends do
+        (to a stop string or max_tokens), and the error is logged."""
+        if text.endswith("\ufffd"):
+            return False
+        assert row.params.stop_when is not None
+        try:
+            return bool(row.params.stop_when(text))
+        except Exception as e:  # noqa: BLE001 - a caller's predicate; only an optimisation
+            row.stop_when_off = True
+            log.warning("stop_when %r raised %s: %s; this reply decodes to its stop strings",
+                        row.params.stop_when, type(e).__name__, e)
+            return False
 
     def _prefill(self, rows: list[Row]) -> _Batch:
         from transformers import DynamicCache

@@ -22,8 +22,8 @@ The protocol follows IRCoT (Trivedi et al., ACL 2023) and its authors' code
 * the direct reader call (``direct=True``, the paper's reader for its Flan-T5 runs): a
   reasoning step's prompt with a request for the answer alone after the question; the
   answer is what follows "answer is", else the whole line. Its prompt repeats a step's up to
-  the question, so a backend with a prefix cache reads the paragraphs the last continued step
-  read (a chain that ends at its first sentence has no such entry) only once.
+  the question, so a backend with a prefix cache reads the paragraphs the last step read
+  only once.
 
 An empty reply and an "answer is" with nothing after it are invalid (and end the chain, as
 the authors' exit controller does on an empty sentence: ``workflows.ircot``).
@@ -132,15 +132,25 @@ def first_sentence(line: str) -> str:
 
 
 def sentence_done(text: str) -> bool:
-    """Whether a reasoning step's reply so far settles what ``parse`` reads from it: its
-    line's first sentence has ended and a word has begun after it, so no later token can
-    change that sentence (a full stop's reading waits for the next word's case). The hf
-    backend stops decoding there (``SamplingParams.stop_when``) instead of writing the rest
-    of the line, which the step drops."""
+    """Whether a reasoning step's reply so far settles what ``parse`` reads from it, so that
+    no later token can change it: the first non-empty line has ended (a line break follows
+    it), or its first sentence has ended and a visible character has come after the space
+    that follows (a full stop's reading waits for the next word's case; an undecoded
+    character, U+FFFD, does not count). The hf backend stops decoding there
+    (``SamplingParams.stop_when``) instead of writing the rest of the line, which the step
+    drops. It assumes the decoded text of a token prefix is a prefix of the whole text (true
+    of Qwen's and Llama's tokenizers; not of one that cleans up spaces, e.g.
+    ``clean_up_tokenization_spaces``, where a later token can rewrite " 's")."""
+    for raw in text.splitlines(keepends=True):
+        if _LABEL.sub("", raw.strip()).strip():  # the line ``parse`` reads
+            if raw.splitlines()[0] != raw:
+                return True  # a line break ends it
+            break
     line = _line(text)
     sentence = first_sentence(line)
     rest = line[len(sentence):]
-    return len(sentence) < len(line) and rest[:1].isspace() and bool(rest.strip())
+    nxt = rest.lstrip()[:1]
+    return len(sentence) < len(line) and rest[:1].isspace() and nxt not in ("", "\ufffd")
 
 
 def answer_in(sentence: str) -> str | None:

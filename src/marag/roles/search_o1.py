@@ -216,5 +216,7 @@ def parse_rid(text: str) -> Parsed:
     return Parsed(info, True)
 
 
-ROLE = Role(NAME, build, parse, max_tokens=1024, stop=(END_QUERY,), closes_stop=True)
+# cache_prompt: the reasoning is continued turn by turn (search-r1's), computed only where new
+ROLE = Role(NAME, build, parse, max_tokens=1024, stop=(END_QUERY,), closes_stop=True,
+            cache_prompt=True)
 RID_ROLE = Role(RID, build_rid, parse_rid, max_tokens=512)

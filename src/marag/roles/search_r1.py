@@ -77,4 +77,6 @@ def information(passages: Sequence[Passage]) -> str:
     return f"\n\n<information>{body.strip()}</information>\n\n"
 
 
-ROLE = Role(NAME, build, parse, max_tokens=500, stop=STOP, closes_stop=True)
+# cache_prompt: each turn's prompt is the last one's with the model's turn and the documents
+# after it, so the hf backend computes only those (not the whole trajectory again)
+ROLE = Role(NAME, build, parse, max_tokens=500, stop=STOP, closes_stop=True, cache_prompt=True)

@@ -51,7 +51,7 @@ from marag.llm.trainable import TrainableBackend
 from marag.methods import REGISTRY
 from marag.roles.base import Role
 from marag.roles.prompt import content_words
-from marag.types import Question, Trace
+from marag.types import Question, Step, Trace
 
 if TYPE_CHECKING:
     from marag.train.step import LossFn
@@ -66,6 +66,14 @@ class Example:
     target: str
 
 
+def _learnable(s: Step, keep: set[str]) -> bool:
+    """An LLM step whose reply is an example: valid, not empty, of a kept role, and written
+    whole (a reply the hf backend ended once its caller had read enough, ``stop_when``,
+    stops mid-text, e.g. an IRCoT step's first sentence and the next word's first letter)."""
+    return (s.is_llm and s.valid and (not keep or s.role in keep) and bool(s.raw.strip())
+            and not (s.sampling or {}).get("stop_when"))
+
+
 def examples_from_traces(traces: Sequence[Trace], roles: Sequence[str], min_f1: float
                          ) -> list[Example]:
     keep = set(roles)
@@ -74,7 +82,7 @@ def examples_from_traces(traces: Sequence[Trace], roles: Sequence[str], min_f1: 
         if t.status == "failed" or t.metrics.get("f1", 0.0) < min_f1:
             continue
         for s in t.steps:
-            if s.is_llm and s.valid and (not keep or s.role in keep) and s.raw.strip():
+            if _learnable(s, keep):
                 out.append(Example(s.role, s.messages, s.raw))
     return out
 
@@ -150,7 +158,7 @@ def examples_best_plan(runs: Sequence[tuple[str, Sequence[Trace]]], planner: Rol
             out.append(role_example(planner, label, question=t.question,
                                     allow_decompose=allow_decompose))
         for s in t.steps:
-            if not (s.is_llm and s.valid and (not keep or s.role in keep) and s.raw.strip()):
+            if not _learnable(s, keep):
                 continue
             if same_prompt is not None and not same_prompt(s.role, t.method):
                 raise ValueError(

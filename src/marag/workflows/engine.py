@@ -370,6 +370,11 @@ def _sampling_record(params: SamplingParams) -> dict[str, Any]:
         rec["allowed_text"] = list(params.allowed_text)
     if params.min_tokens:
         rec["min_tokens"] = params.min_tokens
+    if params.stop_when is not None:  # the hf backend may have ended the reply mid-text
+        f = params.stop_when
+        rec["stop_when"] = f"{getattr(f, '__module__', '?')}.{getattr(f, '__qualname__', repr(f))}"
+    if params.cache_prompt:
+        rec["cache_prompt"] = True
     return rec
 
 

@@ -108,6 +108,8 @@ async def ircot(run: Run) -> None:
         return
     run.round += 1
     direct = cfg.ircot_answer == "direct"
+    # no later call repeats the reader's prompt: not kept (the direct reader still starts
+    # from the last step's entry, which holds its paragraphs and question)
     p, _ = await run.call(NAME, root.id, turn=run.round, question=question, docs=held,
-                          reader=not direct, direct=direct)
+                          reader=not direct, direct=direct, sampling={"cache_prompt": False})
     run.answer(root, p.value["answer"])
