@@ -101,7 +101,8 @@ async def one_run(args: argparse.Namespace, method: str, setting: dict[str, Any]
             "stats": stats, "per_q": per_q,
             "prefix": {"hits": cache.hits if cache else 0, "misses": cache.misses if cache else 0,
                        "partial_hits": getattr(cache, "partial_hits", 0) if cache else 0,
-                       "reused_tokens": cache.reused_tokens if cache else 0}}
+                       "reused_tokens": cache.reused_tokens if cache else 0,
+                       "evictions": getattr(cache, "evictions", 0) if cache else 0}}
 
 
 def child(args: argparse.Namespace) -> None:
@@ -113,7 +114,7 @@ def table(rows: list[dict[str, Any]]) -> str:
     head = ["dtype", "batch", "conc", "thr", "wall s", "load s", "run s", "q/s (with load)",
             "prefix s", "prefill s", "decode s", "choose+merge s", "idle s",
             "per q: queue", "prefill", "decode", "retrieval", "other",
-            "prompt tok/q", "prefill tok real/padded", "prefix hits/partial/misses (tok saved)",
+            "prompt tok/q", "prefill tok real/padded", "prefix hits/partial/misses (tok saved) evicted",
             "mean decode batch", "F1", "acc"]
     lines = ["| " + " | ".join(head) + " |", "|" + "---:|" * len(head)]
     for r in rows:
@@ -127,7 +128,8 @@ def table(rows: list[dict[str, Any]]) -> str:
                  f"{p['wait']:.2f}", f"{p['prefill']:.2f}", f"{p['decode']:.2f}",
                  f"{p['retrieval']:.3f}", f"{p['other']:.3f}", f"{p['prompt_tokens']:.0f}",
                  f"{st['prefill_tokens']}/{st['prefill_padded']}",
-                 f"{pc['hits']}/{pc.get('partial_hits', 0)}/{pc['misses']} ({pc['reused_tokens']})",
+                 (f"{pc['hits']}/{pc.get('partial_hits', 0)}/{pc['misses']} "
+                  f"({pc['reused_tokens']}) {pc.get('evictions', 0)}"),
                  f"{mean_batch:.1f}", f"{100 * r['f1']:.1f}", f"{100 * r['acc']:.1f}"]
         lines.append("| " + " | ".join(str(c) for c in cells) + " |")
     return "\n".join(lines)

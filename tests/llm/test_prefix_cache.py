@@ -303,7 +303,7 @@ def test_an_entry_its_conversation_moved_past_is_evicted_first():
     b2 = head + (101,) * 10 + (7,) * 5 + (101,) * 20
     cache.longest(b2)
     cache.put(b2, _kv(len(b2)))
-    assert list(cache._entries) == [c1, a2, b2]
+    assert list(cache._entries) == [c1, a2, b2] and cache.evictions == 2
 
 
 def test_no_entry_is_a_prefix_of_another():

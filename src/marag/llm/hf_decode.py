@@ -221,8 +221,9 @@ class PrefixCache:
     """KV of recently seen prompt prefixes (token ids -> per-layer keys/values of one row).
 
     Least-recently-used entries are dropped beyond ``max_entries`` entries or ``max_tokens``
-    cached tokens in all, so memory stays bounded. ``hits``/``misses`` count lookups and
-    ``reused_tokens`` the prompt tokens whose prefill a hit saved. A miss may still start
+    cached tokens in all, so memory stays bounded (``evictions`` counts them).
+    ``hits``/``misses`` count lookups and ``reused_tokens`` the prompt tokens whose prefill a
+    hit saved. A miss may still start
     from the longest common prefix it shares with an entry (``longest``, counted in
     ``partial_hits``): a role whose prompt grows by appending (IRCoT's paragraphs, a
     continued trajectory) then computes only what is new.
@@ -251,6 +252,7 @@ class PrefixCache:
         self.misses = 0
         self.partial_hits = 0
         self.reused_tokens = 0
+        self.evictions = 0  # entries dropped for room (not those a longer key replaced)
 
     def get(self, key: tuple[int, ...]) -> list[tuple[torch.Tensor, torch.Tensor]] | None:
         kv = self._entries.get(key)
@@ -320,6 +322,7 @@ class PrefixCache:
         while len(self._entries) > 1 and (len(self._entries) > self.max_entries
                                           or self.tokens > self.max_tokens):
             self._drop(next(iter(self._entries)))
+            self.evictions += 1
 
     def _drop(self, key: tuple[int, ...]) -> None:
         del self._entries[key]
