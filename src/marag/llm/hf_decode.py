@@ -300,7 +300,7 @@ class PrefixCache:
         """Keep ``kv`` under ``key``, unless an entry already holds it (``key`` is a prefix
         of that entry's); entries whose keys are prefixes of ``key`` are dropped.
 
-        An entry that shares more of ``key`` than any other entry does, and more than
+        An entry that shares more of ``key`` than any other entry does, and at least
         MIN_PREFIX tokens, without being a prefix of it (``key`` is the same conversation's
         prompt grown in its middle: IRCoT's paragraphs go before its question) is stale: it
         goes to the front of the eviction order, so with many conversations in flight each

@@ -207,6 +207,6 @@ def _context(reader: bool = False, direct: bool = False, **_: object) -> dict[st
 
 # cache_prompt: each step repeats the last one's prompt with new paragraphs before the
 # question and a longer chain after it, so the hf backend keeps whole prompts and computes
-# only what is new (the first step's paragraphs would otherwise be computed twice)
+# only from the first new paragraph on (the first step's paragraphs were computed twice)
 ROLE = Role(NAME, build, parse, max_tokens=100, stop=("\n",), parse_context=_context,
             cache_prompt=True)
