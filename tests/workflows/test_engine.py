@@ -83,3 +83,15 @@ async def test_trace_metrics_come_from_the_one_scorer(hotpot_retriever, ctx_for)
     q = Question("m1", "What position did Shirley Temple hold?", ["Chief of Protocol"])
     t = await run_method("llm-only", q, ctx_for(llm, hotpot_retriever))
     assert t.metrics == score("the Chief of Protocol", ["Chief of Protocol"])
+
+
+async def test_stop_when_is_refused_where_a_closing_tag_is_put_back(hotpot_retriever, ctx_for):
+    # search-r1 puts its stop string back (closes_stop): a reply that stop_when ended would
+    # get a closing tag it never wrote
+    llm = ScriptedLLM({"search-r1": ["<answer> x </answer>"]})
+    q = Question(id="q", question="Who wrote Hamlet?", golden_answers=["Shakespeare"])
+    run = Run(ctx_for(llm, hotpot_retriever), q, "search-r1")
+    with pytest.raises(ValueError, match="closes_stop"):
+        await run.call("search-r1", 0, question=q.question,
+                       sampling={"stop_when": lambda t: True})
+    assert not llm.calls  # refused before any call

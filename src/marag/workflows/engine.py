@@ -278,6 +278,11 @@ class Run:
         if constrained:
             sampling = {**(sampling or {}), "allowed_text": route.role.constraint(inputs)}
         params = route.params.replace(**sampling) if sampling else route.params
+        if params.stop_when is not None and route.role.closes_stop:
+            # a reply ended by stop_when would get a closing tag it never wrote (the reply
+            # does not say whether a stop string or the predicate ended it)
+            raise ValueError(f"role {role_name!r} puts its stop string back (closes_stop), "
+                             f"so it cannot be decoded with stop_when")
         if params.seed is not None:
             params = params.replace(seed=self._call_seed(params.seed, role_name, node_id))
         started = time.perf_counter()
