@@ -1,0 +1,83 @@
+"""What one decoding step costs on the hf backend's model, by batch rows and cached columns.
+
+Loads an installed model in float32 with marag's ``FastLinear`` (as ``hf_decode`` does), fills
+a growing ``DynamicCache`` with random keys and values of ``--width`` columns for ``--rows``
+rows, and times single-token forward passes (the step of ``BatchDecoder``: one new token a
+row, the cache growing by one column each step). With ``--profile ROWS:WIDTH`` it also prints
+torch's operator table for one such step (where the time goes: matrix products, attention,
+the cache's concatenation).
+
+    .venv/bin/python benchmarks/decode_step.py --model ~/.cache/marag/models/qwen2.5-coder-0.5b \\
+        --shapes 1:1500 8:1500 8:2500 16:1500 --profile 8:1500
+"""
+
+from __future__ import annotations
+
+import argparse
+import time
+
+
+def _cache(model, rows: int, width: int):  # type: ignore[no-untyped-def]
+    import torch
+    from transformers import DynamicCache
+
+    cfg = model.config
+    heads = cfg.num_key_value_heads
+    dim = getattr(cfg, "head_dim", None) or cfg.hidden_size // cfg.num_attention_heads
+    cache = DynamicCache(config=cfg)
+    for layer in range(cfg.num_hidden_layers):
+        cache.update(torch.randn(rows, heads, width, dim), torch.randn(rows, heads, width, dim),
+                     layer)
+    return cache
+
+
+def _step(model, cache, rows: int, width: int, k: int) -> None:  # type: ignore[no-untyped-def]
+    import torch
+
+    mask = torch.ones(rows, width + k + 1, dtype=torch.long)
+    model(input_ids=torch.randint(0, 1000, (rows, 1)), attention_mask=mask,
+          position_ids=torch.full((rows, 1), width + k), past_key_values=cache, use_cache=True,
+          logits_to_keep=1)
+
+
+def main() -> None:
+    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    ap.add_argument("--model", required=True, help="an installed model folder")
+    ap.add_argument("--shapes", nargs="+", default=["1:1500", "8:1500", "16:1500"],
+                    help="ROWS:WIDTH pairs")
+    ap.add_argument("--steps", type=int, default=4)
+    ap.add_argument("--profile", default=None, help="ROWS:WIDTH of one profiled step")
+    args = ap.parse_args()
+
+    import torch
+    from transformers import AutoModelForCausalLM
+
+    from marag.llm.cpu_linear import use_fast_linears
+
+    model = AutoModelForCausalLM.from_pretrained(args.model, dtype=torch.float32).eval()
+    use_fast_linears(model)
+    print(f"threads {torch.get_num_threads()}; seconds per step, {args.steps} steps (the first "
+          "warms up)")
+    with torch.inference_mode():
+        for shape in args.shapes:
+            rows, width = (int(x) for x in shape.split(":"))
+            cache = _cache(model, rows, width)
+            times = []
+            for k in range(args.steps):
+                t0 = time.perf_counter()
+                _step(model, cache, rows, width, k)
+                times.append(time.perf_counter() - t0)
+            print(f"rows {rows:3d} width {width:5d}: " + " ".join(f"{t:.3f}" for t in times))
+        if args.profile:
+            from torch.profiler import ProfilerActivity, profile
+
+            rows, width = (int(x) for x in args.profile.split(":"))
+            cache = _cache(model, rows, width)
+            _step(model, cache, rows, width, 0)
+            with profile(activities=[ProfilerActivity.CPU]) as prof:
+                _step(model, cache, rows, width, 1)
+            print(prof.key_averages().table(sort_by="self_cpu_time_total", row_limit=8))
+
+
+if __name__ == "__main__":
+    main()
