@@ -104,3 +104,14 @@ def test_prefix_cache_limits_reach_the_decoder_and_are_checked(tiny_folder):
     a = Config(llms={"default": LLMConfig(model=tiny_folder)})
     b = Config(llms={"default": LLMConfig(model=tiny_folder, prefix_tokens=10)})
     assert config_identity(a) == config_identity(b)
+
+
+def test_a_shared_backend_says_when_it_ignores_an_entrys_cache_limits(tiny_folder, caplog):
+    same = make_llms(Config(llms={"a": LLMConfig(model=tiny_folder, batch_wait_ms=0),
+                                  "b": LLMConfig(model=tiny_folder, batch_wait_ms=0)}))
+    assert same["a"] is same["b"] and "share one batcher" not in caplog.text
+    llms = make_llms(Config(llms={
+        "a": LLMConfig(model=tiny_folder, batch_wait_ms=0),
+        "b": LLMConfig(model=tiny_folder, batch_wait_ms=0, prefix_tokens=1000)}))
+    assert llms["a"] is llms["b"] and llms["b"]._decoder.prefix_cache.max_tokens == 65536
+    assert "prefix_tokens" in caplog.text

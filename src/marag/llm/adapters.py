@@ -101,11 +101,11 @@ class AdapterSet:
 
         base = self.base
         cache = base._decoder.prefix_cache
+        limits = ({} if cache is None else
+                  {"prefix_entries": cache.max_entries, "prefix_tokens": cache.max_tokens})
         return HFBackend(name, model=model, tokenizer=base.tokenizer,
                          max_batch_size=base.max_batch_size,
                          batch_wait_ms=base.batch_wait * 1000.0,
                          bf16_autocast=base.bf16_autocast,
-                         prefix_cache=cache is not None,
-                         prefix_entries=cache.max_entries if cache is not None else 64,
-                         prefix_tokens=cache.max_tokens if cache is not None else 65536,
+                         prefix_cache=cache is not None, **limits,
                          static_cache=base.static_cache, cuda_graphs=base.cuda_graphs)

@@ -61,11 +61,15 @@ def make_llm(cfg: LLMConfig, *, shared: _Shared | None = None,
             shared = None
         if shared is not None and key in shared:
             backend = shared[key]
+            cache = backend._decoder.prefix_cache
+            limits = (cache.max_entries, cache.max_tokens) if cache is not None else None
             if (backend.max_batch_size, backend.batch_wait, backend.static_cache,
                     backend.cuda_graphs) != (cfg.max_batch_size, cfg.batch_wait_ms / 1000.0,
-                                             cfg.static_cache, cfg.cuda_graphs):
+                                             cfg.static_cache, cfg.cuda_graphs) or (
+                    limits not in (None, (cfg.prefix_entries, cfg.prefix_tokens))):
                 log.warning("hf backends for %s share one batcher; using the first entry's "
-                            "max_batch_size/batch_wait_ms/static_cache/cuda_graphs", cfg.model)
+                            "max_batch_size/batch_wait_ms/static_cache/cuda_graphs/"
+                            "prefix_entries/prefix_tokens", cfg.model)
             return backend
         backend = HFBackend(cfg.model, device=device, dtype=dtype,
                             max_batch_size=cfg.max_batch_size, batch_wait_ms=cfg.batch_wait_ms,

@@ -20,6 +20,7 @@ request samples the same tokens whether it runs alone or inside a batch.
 
 from __future__ import annotations
 
+import heapq
 import logging
 import random
 import time
@@ -223,10 +224,9 @@ class PrefixCache:
     Least-recently-used entries are dropped beyond ``max_entries`` entries or ``max_tokens``
     cached tokens in all, so memory stays bounded (``evictions`` counts them).
     ``hits``/``misses`` count lookups and ``reused_tokens`` the prompt tokens whose prefill a
-    hit saved. A miss may still start
-    from the longest common prefix it shares with an entry (``longest``, counted in
-    ``partial_hits``): a role whose prompt grows by appending (IRCoT's paragraphs, a
-    continued trajectory) then computes only what is new.
+    hit saved. A miss may still start from the longest common prefix it shares with an entry
+    (``longest``, counted in ``partial_hits``): a role whose prompt grows by appending
+    (IRCoT's paragraphs, a continued trajectory) then computes only what is new.
 
     No entry is a prefix of another: a key that extends entries replaces them (the longer
     KV holds theirs, and ``longest`` cuts it back), and a key inside an entry is not stored.
@@ -313,8 +313,8 @@ class PrefixCache:
             return
         for k in [k for k in self._entries if len(k) < n and key[:len(k)] == k]:
             self._drop(k)
-        shares = sorted(((_common_prefix(k, key), k) for k in self._entries),
-                        key=lambda x: x[0], reverse=True)
+        shares = heapq.nlargest(2, ((_common_prefix(k, key), k) for k in self._entries),
+                                key=lambda x: x[0])
         if len(shares) > 1 and shares[0][0] >= MIN_PREFIX and shares[1][0] < shares[0][0]:
             self._entries.move_to_end(shares[0][1], last=False)
         self._entries[key] = kv
