@@ -17,17 +17,19 @@ import argparse
 import time
 
 
-def _cache(model, rows: int, width: int):  # type: ignore[no-untyped-def]
+def _cache(model, rows: int, width: int, layer: str):  # type: ignore[no-untyped-def]
     import torch
     from transformers import DynamicCache
+
+    from marag.llm.kv_layer import roomy_cache
 
     cfg = model.config
     heads = cfg.num_key_value_heads
     dim = getattr(cfg, "head_dim", None) or cfg.hidden_size // cfg.num_attention_heads
-    cache = DynamicCache(config=cfg)
-    for layer in range(cfg.num_hidden_layers):
+    cache = roomy_cache(cfg) if layer == "roomy" else DynamicCache(config=cfg)
+    for index in range(cfg.num_hidden_layers):
         cache.update(torch.randn(rows, heads, width, dim), torch.randn(rows, heads, width, dim),
-                     layer)
+                     index)
     return cache
 
 
@@ -47,6 +49,10 @@ def main() -> None:
                     help="ROWS:WIDTH pairs")
     ap.add_argument("--steps", type=int, default=4)
     ap.add_argument("--profile", default=None, help="ROWS:WIDTH of one profiled step")
+    ap.add_argument("--layers", nargs="+", choices=["dynamic", "roomy"], default=["roomy"],
+                    help="cache layers: transformers' DynamicLayer (a torch.cat a step) or "
+                         "marag's RoomyLayer (in-place appends, what the decoder uses); "
+                         "several are timed shape by shape, alternating")
     args = ap.parse_args()
 
     import torch
@@ -61,22 +67,28 @@ def main() -> None:
     with torch.inference_mode():
         for shape in args.shapes:
             rows, width = (int(x) for x in shape.split(":"))
-            cache = _cache(model, rows, width)
-            times = []
-            for k in range(args.steps):
-                t0 = time.perf_counter()
-                _step(model, cache, rows, width, k)
-                times.append(time.perf_counter() - t0)
-            print(f"rows {rows:3d} width {width:5d}: " + " ".join(f"{t:.3f}" for t in times))
+            for layer in args.layers:
+                cache = _cache(model, rows, width, layer)
+                times = []
+                for k in range(args.steps):
+                    t0 = time.perf_counter()
+                    _step(model, cache, rows, width, k)
+                    times.append(time.perf_counter() - t0)
+                steady = sorted(times[1:])[len(times[1:]) // 2] if len(times) > 1 else times[0]
+                print(f"{layer:7s} rows {rows:3d} width {width:5d}: median after the first "
+                      f"{steady:.3f}  (" + " ".join(f"{t:.3f}" for t in times) + ")")
         if args.profile:
             from torch.profiler import ProfilerActivity, profile
 
             rows, width = (int(x) for x in args.profile.split(":"))
-            cache = _cache(model, rows, width)
-            _step(model, cache, rows, width, 0)
-            with profile(activities=[ProfilerActivity.CPU]) as prof:
-                _step(model, cache, rows, width, 1)
-            print(prof.key_averages().table(sort_by="self_cpu_time_total", row_limit=8))
+            for layer in args.layers:
+                cache = _cache(model, rows, width, layer)
+                for k in range(2):  # the first step moves a RoomyLayer into a roomy buffer
+                    _step(model, cache, rows, width, k)
+                with profile(activities=[ProfilerActivity.CPU]) as prof:
+                    _step(model, cache, rows, width, 2)
+                print(f"{layer}, one step of {rows} rows at {width} columns:")
+                print(prof.key_averages().table(sort_by="self_cpu_time_total", row_limit=8))
 
 
 if __name__ == "__main__":

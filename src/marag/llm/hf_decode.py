@@ -493,7 +493,7 @@ class BatchDecoder:
             return False
 
     def _prefill(self, rows: list[Row]) -> _Batch:
-        from transformers import DynamicCache
+        from marag.llm.kv_layer import roomy_cache
 
         for r in rows:
             if r.params.temperature > 0:
@@ -503,7 +503,7 @@ class BatchDecoder:
             return self._prefill_with_prefixes(rows)
         ids, mask = _left_pad(rows, self.pad_id, self.pad_multiple)
         pos = (mask.cumsum(-1) - 1).clamp(min=0)
-        cache = DynamicCache(config=self.model.config)
+        cache = roomy_cache(self.model.config)
         t0 = time.perf_counter()
         logits = self._forward(ids, mask, pos, cache)
         self._count_prefill(t0, ids, mask)
@@ -551,7 +551,7 @@ class BatchDecoder:
         The attention mask hides both pads and each suffix token gets the position id it has
         in the full prompt, so every real token sees exactly what an unpadded prefill shows it.
         """
-        from transformers import DynamicCache
+        from marag.llm.kv_layer import roomy_cache
 
         kvs = [self._prefix_kv(r) if r.prefix_len else None for r in rows]
         width_p = max(r.prefix_len for r in rows)
@@ -564,7 +564,7 @@ class BatchDecoder:
         offsets = torch.tensor([r.prefix_len for r in rows], dtype=torch.long)
         pos = (sfx_mask.cumsum(-1) - 1).clamp(min=0) + offsets[:, None]
         mask = torch.cat([pre_mask, sfx_mask], dim=1)
-        cache = DynamicCache(config=self.model.config)
+        cache = roomy_cache(self.model.config)
         some = next(kv for kv in kvs if kv is not None)
         for layer_idx, (k0, v0) in enumerate(some):
             keys = k0.new_zeros((len(rows), k0.shape[1], width_p, k0.shape[3]))
