@@ -253,6 +253,42 @@ async def test_cache_prompt_keeps_the_whole_prompt_for_the_next_step(tiny):
     assert again._decoder.stats.prefix_tokens > stats.prefix_tokens - (len(ids1) - 1) + 10
 
 
+async def test_a_prompt_whose_prefix_is_computed_prefills_in_one_pass(tiny):
+    # a miss computes the rest of the prompt, prefix and suffix, in one forward pass (before,
+    # the prefix alone and then its last token in a second pass); a hit prefills its suffix
+    # on the cached KV; a batch whose rows share a new prefix computes it once
+    model, _ = tiny
+    on, off = _pair(tiny, batch_wait_ms=20)
+    passes = []
+    hook = model.register_forward_hook(lambda m, args, kw, out: passes.append(
+        kw["input_ids"].shape), with_kwargs=True)
+    try:
+        one = SamplingParams(max_tokens=1, cache_prompt=True)
+        conv = [{"role": "user", "content": "Wikipedia Title: Paris\nParis is in France."},
+                {"role": "assistant", "content": "Paris is a city"}]
+        passes.clear()
+        _same((await on.generate([conv], one))[0], (await off.generate([conv], one))[0])
+        ids = on.encode(conv)
+        assert passes[0] == (1, len(ids)) and len(passes) == 2  # on: one pass; off: one
+        longer = conv[:1] + [{"role": "assistant", "content": "Paris is a city in France"}]
+        passes.clear()
+        _same((await on.generate([longer], one))[0], (await off.generate([longer], one))[0])
+        shared = on._decoder.prefix_cache.reused_tokens
+        assert shared >= len(ids) - 4 and passes[0] == (1, len(on.encode(longer)) - shared)
+        two = [ROLE_A + [{"role": "user", "content": q}] for q in QUESTIONS[:2]]
+        on, off = _pair(tiny, batch_wait_ms=20)  # an empty cache
+        passes.clear()
+        out = await on.generate(two, SamplingParams(max_tokens=1))
+        for got, conv2 in zip(out, two):
+            _same(got, (await off.generate([conv2], SamplingParams(max_tokens=1)))[0])
+        head = on.prefix_len(two[0], on.encode(two[0]))
+        short, long_ = sorted(len(on.encode(c)) for c in two)  # the shorter prefills first
+        # the first row whole, the other's suffix on the prefix the first one kept
+        assert [tuple(p) for p in passes[:2]] == [(1, short), (1, long_ - head)], passes
+    finally:
+        hook.remove()
+
+
 async def test_a_continued_trajectory_computes_only_its_new_turn(tiny):
     # Search-R1's turns (cache_prompt): one user turn, then the trajectory as an open
     # assistant turn that grows at its end

@@ -67,7 +67,9 @@ class DecodeStats:
     A handful of ``perf_counter`` calls per forward pass, so always on. Prefill token counts
     say how much of the work was real: ``prefill_tokens`` are prompt tokens fed (prefix-cache
     hits excluded), ``prefill_padded`` the cells of the padded input, ``prefix_tokens`` the
-    prefix tokens computed on cache misses (in ``prefix_s``).
+    prefix tokens computed on cache misses (in ``prefix_s``). A row whose prefix is computed
+    prefills with it in one pass, whose time is split between ``prefix_s`` and ``prefill_s``
+    by their token counts.
     """
 
     prefills: int = 0
@@ -426,7 +428,7 @@ class BatchDecoder:
         """Prefill ``group`` together; if that fails, each row alone, so that only a row whose
         own prefill fails is dropped (through ``fail``) and the others decode as they would."""
         try:
-            return [self._prefill(group)]
+            return self._prefill(group)
         except Exception as e:  # re-raised when nobody can be told
             if fail is None:
                 raise
@@ -492,15 +494,33 @@ class BatchDecoder:
                         row.params.stop_when, type(e).__name__, e)
             return False
 
-    def _prefill(self, rows: list[Row]) -> _Batch:
-        from marag.llm.kv_layer import roomy_cache
-
+    def _prefill(self, rows: list[Row]) -> list[_Batch]:
+        """Prefill ``rows``: one batch of them, or one per row whose prompt head must be
+        computed for the prefix cache (``_prefill_whole``) and one of the rest."""
         for r in rows:
             if r.params.temperature > 0:
                 seed = r.params.seed if r.params.seed is not None else self._rng.getrandbits(63)
                 r.generator = torch.Generator(self.model.device).manual_seed(int(seed))
         if self.prefix_cache is not None and any(r.prefix_len for r in rows):
-            return self._prefill_with_prefixes(rows)
+            out, rest, kvs = [], [], []
+            for r in rows:  # in turn: a prefix one row computes, the next finds in the cache
+                start, kv = self._cached_prefix(r) if r.prefix_len else (0, None)
+                if r.prefix_len and start < r.prefix_len:
+                    out.append(self._prefill_whole(r, start, kv))
+                else:
+                    rest.append(r)
+                    kvs.append(kv)
+            if any(kv is not None for kv in kvs):
+                out.append(self._prefill_with_prefixes(rest, kvs))
+            elif rest:
+                out.append(self._prefill_plain(rest))
+            return out
+        return [self._prefill_plain(rows)]
+
+    def _prefill_plain(self, rows: list[Row]) -> _Batch:
+        """Prefill ``rows`` whole, left-padded into one batch."""
+        from marag.llm.kv_layer import roomy_cache
+
         ids, mask = _left_pad(rows, self.pad_id, self.pad_multiple)
         pos = (mask.cumsum(-1) - 1).clamp(min=0)
         cache = roomy_cache(self.model.config)
@@ -517,34 +537,61 @@ class BatchDecoder:
         st.prefill_padded += ids.numel()
         self.prefills += 1
 
-    def _prefix_kv(self, r: Row) -> list[tuple[torch.Tensor, torch.Tensor]]:
-        """The KV of ``r``'s prefix: from the cache, or computed alone (no padding) and kept;
-        a computed one starts from the longest common prefix an entry has with it."""
-        from transformers import DynamicCache
-
+    def _cached_prefix(self, r: Row) -> tuple[int, list[tuple[torch.Tensor, torch.Tensor]] | None]:
+        """How many leading tokens of ``r``'s prefix the prefix cache holds and their KV: the
+        whole prefix (an entry under its key, or inside a longer entry), the longest part an
+        entry shares with it, or ``(0, None)``."""
         assert self.prefix_cache is not None
         key = tuple(r.prompt_ids[: r.prefix_len])
         kv = self.prefix_cache.get(key)
-        if kv is None:
-            start, base = self.prefix_cache.longest(key)
-            if base is not None and start == len(key):
-                return base  # inside a longer entry: nothing to compute or store
-            cache = DynamicCache(config=self.model.config)
-            for layer_idx, (k, v) in enumerate(base or ()):
-                cache.update(k, v, layer_idx)
-            if start < len(key):
-                ids = torch.tensor([key[start:]], dtype=torch.long)
-                t0 = time.perf_counter()
-                self._forward(ids, torch.ones((1, len(key)), dtype=torch.long),
-                              torch.arange(start, len(key))[None, :], cache)
-                self.stats.prefix_s += time.perf_counter() - t0
-                self.stats.prefix_tokens += len(key) - start
-            kv = [(layer.keys, layer.values) for layer in cache.layers]
-            self.prefix_cache.put(key, kv)
-        return kv
+        if kv is not None:
+            return len(key), kv
+        return self.prefix_cache.longest(key)
 
-    def _prefill_with_prefixes(self, rows: list[Row]) -> _Batch:
-        """Prefill only the suffixes, on top of the rows' cached prefix KVs.
+    def _prefill_whole(self, r: Row, start: int,
+                       base: list[tuple[torch.Tensor, torch.Tensor]] | None) -> _Batch:
+        """Prefill one row whose prefix the cache holds only its first ``start`` tokens of
+        (KV ``base``): the rest of its prompt in one unpadded forward pass, alone, and its
+        prefix's KV kept in the cache. (Computing the prefix alone and then the suffix in a
+        batch took a second pass for what is often one token: IRCoT's steps and Search-R1's
+        turns cache all but their last token.)"""
+        from marag.llm.kv_layer import roomy_cache
+
+        assert self.prefix_cache is not None
+        n, p = len(r.prompt_ids), r.prefix_len
+        cache = roomy_cache(self.model.config)
+        for layer_idx, (k, v) in enumerate(base or ()):
+            cache.update(k, v, layer_idx)
+        ids = torch.tensor([r.prompt_ids[start:]], dtype=torch.long)
+        mask = torch.ones((1, n), dtype=torch.long)
+        pos = torch.arange(start, n)[None, :]
+        t0 = time.perf_counter()
+        logits = self._forward(ids, mask, pos, cache)
+        seconds = time.perf_counter() - t0
+        # the pass's time split between the prefix and the rest by their token counts
+        st = self.stats
+        st.prefix_s += seconds * (p - start) / (n - start)
+        st.prefix_tokens += p - start
+        st.prefill_s += seconds * (n - p) / (n - start)
+        st.prefill_tokens += n - p
+        st.prefill_padded += n - p
+        st.prefills += 1
+        self.prefills += 1
+        # the entry: views of the row's cache when the prefix is nearly all of it (decoding
+        # writes into a new buffer, never into these columns); a copy otherwise, so that a
+        # kept prefix does not hold on to a long suffix's memory
+        copy = n - p > 1
+        kv = [(layer.keys[:, :, :p].clone() if copy else layer.keys[:, :, :p],
+               layer.values[:, :, :p].clone() if copy else layer.values[:, :, :p])
+              for layer in cache.layers]
+        self.prefix_cache.put(tuple(r.prompt_ids[:p]), kv)
+        return _Batch([r], cache, mask, pos[:, -1], logits)
+
+    def _prefill_with_prefixes(self, rows: list[Row],
+                               kvs: list[list[tuple[torch.Tensor, torch.Tensor]] | None]
+                               ) -> _Batch:
+        """Prefill only the suffixes, on top of the rows' cached prefix KVs (``kvs``: each
+        row's whole prefix, None for a row without one).
 
         Cache columns: ``[left pad | prefix | left pad | suffix]`` per row, the prefixes
         right-aligned at column P (the longest prefix) and the suffixes left-padded after it.
@@ -553,7 +600,6 @@ class BatchDecoder:
         """
         from marag.llm.kv_layer import roomy_cache
 
-        kvs = [self._prefix_kv(r) if r.prefix_len else None for r in rows]
         width_p = max(r.prefix_len for r in rows)
         suffixes = [Row(r.prompt_ids[r.prefix_len:], r.params) for r in rows]
         ids, sfx_mask = _left_pad(suffixes, self.pad_id, self.pad_multiple)
