@@ -99,3 +99,34 @@ def test_roomy_cache_swaps_plain_layers_only():
                           use_sliding_window=True, sliding_window=8, max_window_layers=0)
     layers = roomy_cache(sliding).layers
     assert not any(isinstance(layer, RoomyLayer) for layer in layers)
+
+
+def test_the_decoders_batches_append_in_place(tiny):
+    # the hf decoder's caches are RoomyLayers: 20 decoded tokens of one row cost one buffer
+    # for its prefill and one with room, not a copy a token
+    import asyncio
+
+    from marag.llm.base import SamplingParams
+    from marag.llm.hf_decode import BatchDecoder
+    from marag.llm.hf_local import HFBackend
+
+    model, tok = tiny
+    backend = HFBackend("tiny", model=model, tokenizer=tok, prefix_cache=False)
+    caches = []
+    forward = BatchDecoder._forward
+
+    def spy(self, ids, mask, pos, cache):
+        caches.append(cache)
+        return forward(self, ids, mask, pos, cache)
+
+    BatchDecoder._forward = spy
+    try:
+        out = asyncio.run(backend.generate([[{"role": "user", "content": "Count to ten."}]],
+                                           SamplingParams(max_tokens=20, min_tokens=20)))
+    finally:
+        BatchDecoder._forward = forward
+    assert len(out[0].token_ids) == 20 and len(caches) == 20
+    assert all(c is caches[0] for c in caches)  # one batch, one cache
+    layers = caches[0].layers
+    assert all(type(layer) is RoomyLayer for layer in layers)
+    assert all(layer.copies == 2 for layer in layers)

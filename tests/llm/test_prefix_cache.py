@@ -270,6 +270,17 @@ async def test_a_prompt_whose_prefix_is_computed_prefills_in_one_pass(tiny):
         _same((await on.generate([conv], one))[0], (await off.generate([conv], one))[0])
         ids = on.encode(conv)
         assert passes[0] == (1, len(ids)) and len(passes) == 2  # on: one pass; off: one
+        # the entry holds exactly the prefix's columns in every layer
+        (key, kv), = on._decoder.prefix_cache._entries.items()
+        assert len(key) == len(ids) - 1
+        assert all(k.shape[2] == v.shape[2] == len(key) for k, v in kv)
+        passes.clear()  # and decoding goes on from that one pass, token by token
+        many = SamplingParams(max_tokens=12, cache_prompt=True)
+        fresh_on, _ = _pair(tiny)
+        got = (await fresh_on.generate([conv], many))[0]
+        _same(got, (await off.generate([conv], SamplingParams(max_tokens=12)))[0])
+        assert passes[0] == (1, len(ids))
+        assert passes[1:len(got.token_ids)] == [(1, 1)] * (len(got.token_ids) - 1)
         longer = conv[:1] + [{"role": "assistant", "content": "Paris is a city in France"}]
         passes.clear()
         _same((await on.generate([longer], one))[0], (await off.generate([longer], one))[0])

@@ -68,6 +68,31 @@ def test_a_failing_prefill_is_retried_row_by_row(tiny):
     assert [b.rows for b in batches] == [[good[0]], [good[1]]]
 
 
+def test_a_failing_row_keeps_the_prefills_done_before_it(tiny):
+    # with the prefix cache, rows whose prefix is computed prefill one by one: when a later
+    # one fails, those done are kept (not computed again) and only the failing row is dropped
+    model, tok = tiny
+    decoder = BatchDecoder(model, tok, prefix_cache=True)
+    sp = SamplingParams(max_tokens=6)
+    head = tok("You answer in one word, about rivers and towns.")["input_ids"]
+    good = [Row(head + tok(q)["input_ids"], sp, tag=i, prefix_len=len(head))
+            for i, q in enumerate(QUESTIONS[:2])]
+    other = tok("A different instruction entirely, for the third row.")["input_ids"]
+    broken = Row(other + [decoder.vocab_size + 1, 3], sp, tag=9, prefix_len=len(other))
+    failed: list[Row] = []
+    import torch
+
+    with torch.inference_mode():
+        batches = decoder._prefill_alone([good[0], broken, good[1]],
+                                         lambda r, e: failed.append(r))
+    assert failed == [broken]
+    # the first row whole (its prefix computed and kept), the second on the first's prefix
+    assert [b.rows for b in batches] == [[good[0]], [good[1]]]
+    # each prefix computed once (the broken row's pass raised before it counted anything)
+    assert decoder.stats.prefix_tokens == len(head)
+    assert decoder.stats.prefills == 2 and decoder.prefix_cache.misses == 1
+
+
 @pytest.fixture(scope="module")
 def backend(tiny):
     model, tok = tiny

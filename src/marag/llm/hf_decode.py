@@ -25,7 +25,7 @@ import logging
 import random
 import time
 from collections import OrderedDict
-from collections.abc import Callable, Iterable
+from collections.abc import Callable, Iterable, Iterator
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -425,21 +425,26 @@ class BatchDecoder:
 
     def _prefill_alone(self, group: list[Row], fail: Callable[[Row, Exception], None] | None
                        ) -> list[_Batch]:
-        """Prefill ``group`` together; if that fails, each row alone, so that only a row whose
-        own prefill fails is dropped (through ``fail``) and the others decode as they would."""
+        """Prefill ``group`` together; if that fails, each row not prefilled yet alone, so
+        that only a row whose own prefill fails is dropped (through ``fail``) and the others
+        decode as they would."""
+        done: list[_Batch] = []
         try:
-            return self._prefill(group)
+            for fresh in self._prefill(group):  # kept one by one: a later row may raise
+                done.append(fresh)  # noqa: PERF402
+            return done
         except Exception as e:  # re-raised when nobody can be told
             if fail is None:
                 raise
-            if len(group) == 1:
-                fail(group[0], PromptError(f"decoding this prompt failed: "
-                                           f"{type(e).__name__}: {e}"))
-                return []
-        out = []
-        for r in group:
-            out.extend(self._prefill_alone([r], fail))
-        return out
+            ready = {id(r) for fresh in done for r in fresh.rows}
+            left = [r for r in group if id(r) not in ready]
+            if len(left) == 1:
+                fail(left[0], PromptError(f"decoding this prompt failed: "
+                                          f"{type(e).__name__}: {e}"))
+                return done
+        for r in left:
+            done.extend(self._prefill_alone([r], fail))
+        return done
 
     def _forward(self, ids: torch.Tensor, mask: torch.Tensor, pos: torch.Tensor,
                  cache: Any) -> torch.Tensor:
@@ -494,28 +499,29 @@ class BatchDecoder:
                         row.params.stop_when, type(e).__name__, e)
             return False
 
-    def _prefill(self, rows: list[Row]) -> list[_Batch]:
+    def _prefill(self, rows: list[Row]) -> Iterator[_Batch]:
         """Prefill ``rows``: one batch of them, or one per row whose prompt head must be
-        computed for the prefix cache (``_prefill_whole``) and one of the rest."""
+        computed for the prefix cache (``_prefill_whole``) and one of the rest, each yielded
+        as soon as it is computed."""
         for r in rows:
             if r.params.temperature > 0:
                 seed = r.params.seed if r.params.seed is not None else self._rng.getrandbits(63)
                 r.generator = torch.Generator(self.model.device).manual_seed(int(seed))
         if self.prefix_cache is not None and any(r.prefix_len for r in rows):
-            out, rest, kvs = [], [], []
+            rest, kvs = [], []
             for r in rows:  # in turn: a prefix one row computes, the next finds in the cache
                 start, kv = self._cached_prefix(r) if r.prefix_len else (0, None)
                 if r.prefix_len and start < r.prefix_len:
-                    out.append(self._prefill_whole(r, start, kv))
+                    yield self._prefill_whole(r, start, kv)
                 else:
                     rest.append(r)
                     kvs.append(kv)
             if any(kv is not None for kv in kvs):
-                out.append(self._prefill_with_prefixes(rest, kvs))
+                yield self._prefill_with_prefixes(rest, kvs)
             elif rest:
-                out.append(self._prefill_plain(rest))
-            return out
-        return [self._prefill_plain(rows)]
+                yield self._prefill_plain(rest)
+            return
+        yield self._prefill_plain(rows)
 
     def _prefill_plain(self, rows: list[Row]) -> _Batch:
         """Prefill ``rows`` whole, left-padded into one batch."""
@@ -778,12 +784,13 @@ class BatchDecoder:
                         if held >= MIN_PREFIX and held > r.prefix_len:
                             r.prefix_len = held
                 # sliding-window caches cannot be merged, so such models prefill in one go
+                joined: _Batch | None = None  # this round's new rows, joined among themselves
                 for group in _length_groups(new) if self.can_join else [new] if new else []:
                     for r in group:
                         r.started = time.perf_counter()
                     for fresh in self._prefill_alone(group, fail):
                         self._advance(fresh, deliver)
-                        if fresh.rows and running is not None and not self.can_join:
+                        if fresh.rows and joined is not None and not self.can_join:
                             # a batch-by-batch model whose group was split: finish this part
                             # before the next (their caches cannot be merged)
                             self._finish_batch(fresh, deliver)
@@ -792,8 +799,12 @@ class BatchDecoder:
                             if self.static_len:
                                 fresh = self._seat(fresh, max_rows)
                             if fresh.rows:
-                                running = fresh if running is None else _merge(running, fresh)
+                                joined = fresh if joined is None else _merge(joined, fresh)
                             self.stats.merge_s += time.perf_counter() - t0
+                if joined is not None:  # the running batch's cache copied once a round
+                    t0 = time.perf_counter()
+                    running = joined if running is None else _merge(running, joined)
+                    self.stats.merge_s += time.perf_counter() - t0
                 if running is None and not self._seated:
                     if new:
                         continue  # every new row finished on its first token; ask again

@@ -35,9 +35,9 @@ class RoomyLayer(DynamicLayer):
         self._used = 0  # columns of the buffers that keys/values show
         self.copies = 0  # buffers allocated (each a copy of the columns so far)
 
-    def _owns(self, new: torch.Tensor) -> bool:
-        """keys/values are still this layer's own views, and ``new`` fits their rows, heads,
-        width, dtype and device and the room left."""
+    def _owns(self, new: torch.Tensor, new_values: torch.Tensor) -> bool:
+        """keys/values are still this layer's own views, and ``new`` / ``new_values`` fit
+        their rows, heads, width, dtype and device and the room left."""
         kb, vb, k, v = self._kbuf, self._vbuf, self.keys, self.values
         if kb is None or vb is None or k is None or v is None:
             return False
@@ -45,7 +45,10 @@ class RoomyLayer(DynamicLayer):
                 and k.shape[-2] == self._used and v.shape[-2] == self._used
                 and k.stride() == kb.stride() and v.stride() == vb.stride()
                 and new.shape[:2] == kb.shape[:2] and new.shape[-1] == kb.shape[-1]
-                and new.dtype == kb.dtype and new.device == kb.device
+                and new_values.shape[:2] == vb.shape[:2]
+                and new_values.shape[-1] == vb.shape[-1]
+                and new.dtype == kb.dtype and new_values.dtype == vb.dtype
+                and new.device == kb.device
                 and self._used + new.shape[-2] <= kb.shape[-2])
 
     def update(self, key_states: torch.Tensor, value_states: torch.Tensor, *args: Any,
@@ -53,7 +56,10 @@ class RoomyLayer(DynamicLayer):
         if not self.is_initialized:
             self.lazy_initialization(key_states, value_states)
         n = key_states.shape[-2]
-        if not self._owns(key_states):
+        if not self._owns(key_states, value_states):
+            # let go of a buffer that keys/values no longer show (the decoder replaced them:
+            # rows selected or merged) before allocating the next, so the two never coexist
+            self._kbuf = self._vbuf = None
             self._grow(key_states, value_states, spare=self.spare if n == 1 else 0)
         assert self._kbuf is not None and self._vbuf is not None
         self._kbuf[:, :, self._used:self._used + n] = key_states
