@@ -58,9 +58,15 @@ def test_a_failing_prefill_is_retried_row_by_row(tiny):
     sp = SamplingParams(max_tokens=6)
     good = [Row(tok(q)["input_ids"], sp, tag=i) for i, q in enumerate(QUESTIONS[:2])]
     broken = Row([decoder.vocab_size + 1, 3], sp, tag=9)
-    failed: list[Row] = []
+    _prefill_around(decoder, good, broken)
+
+
+def _prefill_around(decoder: BatchDecoder, good: list[Row], broken: Row) -> None:
+    """Prefill ``good[0], broken, good[1]`` as one group: only ``broken`` fails, and the good
+    rows come back as a batch each."""
     import torch
 
+    failed: list[Row] = []
     with torch.inference_mode():
         batches = decoder._prefill_alone([good[0], broken, good[1]],
                                          lambda r, e: failed.append(r))
@@ -79,15 +85,8 @@ def test_a_failing_row_keeps_the_prefills_done_before_it(tiny):
             for i, q in enumerate(QUESTIONS[:2])]
     other = tok("A different instruction entirely, for the third row.")["input_ids"]
     broken = Row(other + [decoder.vocab_size + 1, 3], sp, tag=9, prefix_len=len(other))
-    failed: list[Row] = []
-    import torch
-
-    with torch.inference_mode():
-        batches = decoder._prefill_alone([good[0], broken, good[1]],
-                                         lambda r, e: failed.append(r))
-    assert failed == [broken]
     # the first row whole (its prefix computed and kept), the second on the first's prefix
-    assert [b.rows for b in batches] == [[good[0]], [good[1]]]
+    _prefill_around(decoder, good, broken)
     # each prefix computed once (the broken row's pass raised before it counted anything)
     assert decoder.stats.prefix_tokens == len(head)
     assert decoder.stats.prefills == 2 and decoder.prefix_cache.misses == 1
