@@ -54,6 +54,8 @@ def main() -> None:
                          "marag's RoomyLayer (in-place appends, what the decoder uses); "
                          "several are timed shape by shape, alternating")
     args = ap.parse_args()
+    if args.steps < 2:
+        ap.error("--steps must be at least 2 (the first step warms up and is not counted)")
 
     import torch
     from transformers import AutoModelForCausalLM
@@ -74,7 +76,7 @@ def main() -> None:
                     t0 = time.perf_counter()
                     _step(model, cache, rows, width, k)
                     times.append(time.perf_counter() - t0)
-                steady = sorted(times[1:])[len(times[1:]) // 2] if len(times) > 1 else times[0]
+                steady = sorted(times[1:])[len(times[1:]) // 2]
                 print(f"{layer:7s} rows {rows:3d} width {width:5d}: median after the first "
                       f"{steady:.3f}  (" + " ".join(f"{t:.3f}" for t in times) + ")")
         if args.profile:
