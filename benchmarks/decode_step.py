@@ -1,14 +1,17 @@
 """What one decoding step costs on the hf backend's model, by batch rows and cached columns.
 
 Loads an installed model in float32 with marag's ``FastLinear`` (as ``hf_decode`` does), fills
-a growing ``DynamicCache`` with random keys and values of ``--width`` columns for ``--rows``
-rows, and times single-token forward passes (the step of ``BatchDecoder``: one new token a
-row, the cache growing by one column each step). With ``--profile ROWS:WIDTH`` it also prints
-torch's operator table for one such step (where the time goes: matrix products, attention,
-the cache's concatenation).
+a cache with random keys and values of WIDTH columns for ROWS rows, and times single-token
+forward passes (the step of ``BatchDecoder``: one new token a row, the cache growing by one
+column each step). ``--layers`` picks the cache's layers: transformers' ``DynamicLayer`` (one
+``torch.cat`` of the whole cache a step) or ``RoomyLayer`` (``marag.llm.kv_layer``: appends in
+place; the decoder's). With ``--profile ROWS:WIDTH`` it also prints torch's operator table for
+one such step (where the time goes: matrix products, attention, the cache's concatenation).
+``--matmul-rows N`` first times plain matrix products of N rows through the model's weight
+shapes (GFLOP/s: how close a prefill's products come to the CPU's peak).
 
     .venv/bin/python benchmarks/decode_step.py --model ~/.cache/marag/models/qwen2.5-coder-0.5b \\
-        --shapes 1:1500 8:1500 8:2500 16:1500 --profile 8:1500
+        --shapes 1:1500 8:1500 8:2500 16:1500 --layers dynamic roomy --steps 9 --profile 8:1500
 """
 
 from __future__ import annotations
@@ -42,6 +45,27 @@ def _step(model, cache, rows: int, width: int, k: int) -> None:  # type: ignore[
           logits_to_keep=1)
 
 
+def _matmul_rates(model, rows: int, reps: int = 5) -> None:  # type: ignore[no-untyped-def]
+    """GFLOP/s of a plain ``F.linear`` of ``rows`` rows through each distinct weight shape of
+    the model's linear layers (a prefill's matrix products), and of a 2048 square ``mm``."""
+    import torch
+    import torch.nn.functional as F
+
+    shapes = sorted({tuple(m.weight.shape) for m in model.modules()
+                     if isinstance(getattr(m, "weight", None), torch.Tensor)
+                     and m.weight.dim() == 2 and "Embedding" not in type(m).__name__})
+    for out_f, in_f in shapes + [(2048, 2048)]:
+        x, w = torch.randn(rows if out_f != 2048 or in_f != 2048 else 2048, in_f), \
+            torch.randn(out_f, in_f)
+        F.linear(x, w)
+        t0 = time.perf_counter()
+        for _ in range(reps):
+            F.linear(x, w)
+        seconds = (time.perf_counter() - t0) / reps
+        print(f"linear [{x.shape[0]} x {in_f}] -> {out_f}: "
+              f"{2 * x.shape[0] * in_f * out_f / seconds / 1e9:.1f} GFLOP/s")
+
+
 def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--model", required=True, help="an installed model folder")
@@ -53,6 +77,9 @@ def main() -> None:
                     help="cache layers: transformers' DynamicLayer (a torch.cat a step) or "
                          "marag's RoomyLayer (in-place appends, what the decoder uses); "
                          "several are timed shape by shape, alternating")
+    ap.add_argument("--matmul-rows", type=int, default=0,
+                    help="also time plain matrix products of this many rows through the "
+                         "model's weight shapes (GFLOP/s; 0: off)")
     args = ap.parse_args()
     if args.steps < 2:
         ap.error("--steps must be at least 2 (the first step warms up and is not counted)")
@@ -67,6 +94,8 @@ def main() -> None:
     print(f"threads {torch.get_num_threads()}; seconds per step, {args.steps} steps (the first "
           "warms up)")
     with torch.inference_mode():
+        if args.matmul_rows:
+            _matmul_rates(model, args.matmul_rows)
         for shape in args.shapes:
             rows, width = (int(x) for x in shape.split(":"))
             for layer in args.layers:
