@@ -1,8 +1,10 @@
 """A KV cache layer that appends decoded tokens in place instead of copying the whole cache.
 
 transformers' ``DynamicLayer`` grows by ``torch.cat`` on every call, so each decoding step
-copies every row's keys and values of every layer: on the 2-core CPU that was 118 ms of a
-~480 ms 8-row step at 1,500 cached columns (BENCHMARKS.md, "Shared-prefix KV cache").
+copies every row's keys and values of every layer: on the 2-core CPU an 8-row step at 1,500
+cached columns took 0.491 s with it and 0.451 s with this layer, 16 rows 0.838 s and 0.702 s
+(``benchmarks/decode_step.py --layers dynamic roomy``; BENCHMARKS.md, "Shared-prefix KV
+cache").
 ``RoomyLayer`` keeps its keys and values as views of buffers with spare columns: a one-token
 update (a decoding step) writes into the next spare column, and only when the room is used up,
 or when someone replaced ``keys``/``values`` (the decoder merges, selects and trims batches by
