@@ -101,7 +101,7 @@ def test_roomy_cache_swaps_plain_layers_only():
     assert not any(isinstance(layer, RoomyLayer) for layer in layers)
 
 
-def test_the_decoders_batches_append_in_place(tiny):
+def test_the_decoders_batches_append_in_place(tiny, monkeypatch):
     # the hf decoder's caches are RoomyLayers: 20 decoded tokens of one row cost one buffer
     # for its prefill and one with room, not a copy a token
     import asyncio
@@ -119,12 +119,9 @@ def test_the_decoders_batches_append_in_place(tiny):
         caches.append(cache)
         return forward(self, ids, mask, pos, cache)
 
-    BatchDecoder._forward = spy
-    try:
-        out = asyncio.run(backend.generate([[{"role": "user", "content": "Count to ten."}]],
-                                           SamplingParams(max_tokens=20, min_tokens=20)))
-    finally:
-        BatchDecoder._forward = forward
+    monkeypatch.setattr(BatchDecoder, "_forward", spy)
+    out = asyncio.run(backend.generate([[{"role": "user", "content": "Count to ten."}]],
+                                       SamplingParams(max_tokens=20, min_tokens=20)))
     assert len(out[0].token_ids) == 20 and len(caches) == 20
     assert all(c is caches[0] for c in caches)  # one batch, one cache
     layers = caches[0].layers

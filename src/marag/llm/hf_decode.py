@@ -532,15 +532,16 @@ class BatchDecoder:
         cache = roomy_cache(self.model.config)
         t0 = time.perf_counter()
         logits = self._forward(ids, mask, pos, cache)
-        self._count_prefill(t0, ids, mask)
+        self._count_prefill(time.perf_counter() - t0, int(mask.sum()), ids.numel())
         return _Batch(rows, cache, mask, pos[:, -1], logits)
 
-    def _count_prefill(self, t0: float, ids: torch.Tensor, real: torch.Tensor) -> None:
+    def _count_prefill(self, seconds: float, tokens: int, padded: int) -> None:
+        """One prefill pass: ``tokens`` real prompt tokens in ``padded`` input cells."""
         st = self.stats
-        st.prefill_s += time.perf_counter() - t0
+        st.prefill_s += seconds
         st.prefills += 1
-        st.prefill_tokens += int(real.sum())
-        st.prefill_padded += ids.numel()
+        st.prefill_tokens += tokens
+        st.prefill_padded += padded
         self.prefills += 1
 
     def _cached_prefix(self, r: Row) -> tuple[int, list[tuple[torch.Tensor, torch.Tensor]] | None]:
@@ -575,21 +576,17 @@ class BatchDecoder:
         logits = self._forward(ids, mask, pos, cache)
         seconds = time.perf_counter() - t0
         # the pass's time split between the prefix and the rest by their token counts
-        st = self.stats
-        st.prefix_s += seconds * (p - start) / (n - start)
-        st.prefix_tokens += p - start
-        st.prefill_s += seconds * (n - p) / (n - start)
-        st.prefill_tokens += n - p
-        st.prefill_padded += n - p
-        st.prefills += 1
-        self.prefills += 1
-        # the entry: views of the row's cache when the prefix is nearly all of it (decoding
-        # writes into a new buffer, never into these columns); a copy otherwise, so that a
-        # kept prefix does not hold on to a long suffix's memory
-        copy = n - p > 1
-        kv = [(layer.keys[:, :, :p].clone() if copy else layer.keys[:, :, :p],
-               layer.values[:, :, :p].clone() if copy else layer.values[:, :, :p])
-              for layer in cache.layers]
+        self.stats.prefix_s += seconds * (p - start) / (n - start)
+        self.stats.prefix_tokens += p - start
+        self._count_prefill(seconds * (n - p) / (n - start), n - p, n - p)
+
+        def head(t: torch.Tensor) -> torch.Tensor:
+            # views of the row's cache when the prefix is nearly all of it (decoding writes
+            # into a new buffer, never into these columns); a copy otherwise, so that a kept
+            # prefix does not hold on to a long suffix's memory
+            return t[:, :, :p] if n - p == 1 else t[:, :, :p].clone()
+
+        kv = [(head(layer.keys), head(layer.values)) for layer in cache.layers]
         self.prefix_cache.put(tuple(r.prompt_ids[:p]), kv)
         return _Batch([r], cache, mask, pos[:, -1], logits)
 
@@ -629,7 +626,7 @@ class BatchDecoder:
             cache.update(keys, values, layer_idx)
         t0 = time.perf_counter()
         logits = self._forward(ids, mask, pos, cache)
-        self._count_prefill(t0, ids, sfx_mask)
+        self._count_prefill(time.perf_counter() - t0, int(sfx_mask.sum()), ids.numel())
         return _Batch(rows, cache, mask, pos[:, -1], logits)
 
     def _advance(self, batch: _Batch, deliver: Callable[[Row, DecodeResult], None]) -> None:
