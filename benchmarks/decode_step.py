@@ -54,16 +54,16 @@ def _matmul_rates(model, rows: int, reps: int = 5) -> None:  # type: ignore[no-u
     shapes = sorted({tuple(m.weight.shape) for m in model.modules()
                      if isinstance(getattr(m, "weight", None), torch.Tensor)
                      and m.weight.dim() == 2 and "Embedding" not in type(m).__name__})
-    for out_f, in_f in shapes + [(2048, 2048)]:
-        x, w = torch.randn(rows if out_f != 2048 or in_f != 2048 else 2048, in_f), \
-            torch.randn(out_f, in_f)
+    cases = [(rows, in_f, out_f) for out_f, in_f in shapes] + [(2048, 2048, 2048)]
+    for n, in_f, out_f in cases:
+        x, w = torch.randn(n, in_f), torch.randn(out_f, in_f)
         F.linear(x, w)
         t0 = time.perf_counter()
         for _ in range(reps):
             F.linear(x, w)
         seconds = (time.perf_counter() - t0) / reps
-        print(f"linear [{x.shape[0]} x {in_f}] -> {out_f}: "
-              f"{2 * x.shape[0] * in_f * out_f / seconds / 1e9:.1f} GFLOP/s")
+        print(f"linear [{n} x {in_f}] -> {out_f}: "
+              f"{2 * n * in_f * out_f / seconds / 1e9:.1f} GFLOP/s")
 
 
 def main() -> None:
