@@ -90,30 +90,36 @@ if has ppo-b; then  # run 2c's settings, fold B only, 3 iterations
       --set train.iterations=3 --out $OUT/jade-ppo-b --no-progress
   stash; bf16 $PPO_B
 fi
-for f in a b; do  # each fold model on the whole other fold
-  o=$(other $f)
-  if has team; then  # team-a-on-b started under `auto` (float32 there): its identity keeps it
-    if [ $f = a ]; then pin=(); auto_f32 $OUT/team-a-on-b; else pin=($F32); fi
-    $M eval --config $CFG --method jade --adapter "$(sft $f)" --adapter "$(ppo $f)" "${pin[@]}" \
-        --dataset $CF/fold-$o.jsonl --out $OUT/team-$f-on-$o --no-progress
-  fi
-  if has reader; then
-    $M eval --config $CFG --method vanilla --adapter "$(sft $f)" --adapter "$(ppo $f)" $F32 \
-        --dataset $CF/fold-$o.jsonl --out $OUT/reader-$f-on-$o --no-progress
-  fi
-  if has warm; then  # comparison 4: the plan-label warm start alone
-    $M eval --config $CFG --method jade --adapter "$(sft $f)" $F32 \
-        --dataset $CF/fold-$o.jsonl --out $OUT/warm-$f-on-$o --no-progress
-  fi
-  if has team || has reader || has warm; then stash; fi
-done
-if has vanilla; then  # the untrained baseline, once on all 1,580
-  for f in a b; do
-    $M eval --config $CFG --method vanilla --dataset $CF/fold-$f.jsonl $F32 \
-        --out $OUT/vanilla-on-$f --no-progress
-  done
-  stash
-fi
+# Each row is one evaluation (it resumes); stashed after each. The order puts `vanilla` before
+# fold B's reader and warm-start rows (2026-11-29 evening): comparisons 1 and 2 need it, so
+# the headline comparison can be made as soon as `team-b-on-a` and `vanilla` are in.
+team_row() {  # team-a-on-b started under `auto` (float32 there): its identity keeps it
+  local f=$1 o; o=$(other $1)
+  if [ $f = a ]; then pin=(); auto_f32 $OUT/team-a-on-b; else pin=($F32); fi
+  $M eval --config $CFG --method jade --adapter "$(sft $f)" --adapter "$(ppo $f)" "${pin[@]}" \
+      --dataset $CF/fold-$o.jsonl --out $OUT/team-$f-on-$o --no-progress
+}
+reader_row() {
+  local f=$1 o; o=$(other $1)
+  $M eval --config $CFG --method vanilla --adapter "$(sft $f)" --adapter "$(ppo $f)" $F32 \
+      --dataset $CF/fold-$o.jsonl --out $OUT/reader-$f-on-$o --no-progress
+}
+warm_row() {  # comparison 4: the plan-label warm start alone
+  local f=$1 o; o=$(other $1)
+  $M eval --config $CFG --method jade --adapter "$(sft $f)" $F32 \
+      --dataset $CF/fold-$o.jsonl --out $OUT/warm-$f-on-$o --no-progress
+}
+vanilla_row() {  # the untrained baseline, once on all 1,580 (a fold at a time)
+  $M eval --config $CFG --method vanilla --dataset $CF/fold-$1.jsonl $F32 \
+      --out $OUT/vanilla-on-$1 --no-progress
+}
+if has team; then team_row a; fi
+if has reader; then reader_row a; fi
+if has warm; then warm_row a; fi
+if has team; then team_row b; stash; fi
+if has vanilla; then vanilla_row a; stash; vanilla_row b; stash; fi
+if has reader; then reader_row b; stash; fi
+if has warm; then warm_row b; stash; fi
 if has report; then  # family 1 on the 1,580: 95% and 99% intervals, Holm (m = 5)
   P=benchmarks/paired_bootstrap.py
   SR1=docs/results/qwen-search-r1/heldout-foldb200
@@ -144,6 +150,17 @@ if has report; then  # family 1 on the 1,580: 95% and 99% intervals, Holm (m = 5
   cmp 4 $OUT/team-b-on-a,$OUT/team-a-on-b $OUT/warm-b-on-a,$OUT/warm-a-on-b
   cmp 5 $SR1/sr1-sft-a $SR1/sr1-untrained  # still the reduced protocol's (its addendum)
   echo "== Holm over the five (in the order 1-5)"; $PY $P --holm "${ps[@]}"
+  # the same family as one Markdown table (the rows' scores per dataset, then 1-5)
+  $PY benchmarks/family_table.py --out $OUT/report-family1.md \
+      --row team "trained team (fold SFT + PPO)" $OUT/team-b-on-a,$OUT/team-a-on-b \
+      --row reader "its reader (\`vanilla\`, the same adapters)" $OUT/reader-b-on-a,$OUT/reader-a-on-b \
+      --row warm "the plan-label warm start alone" $OUT/warm-b-on-a,$OUT/warm-a-on-b \
+      --row vanilla "\`vanilla\`" $V \
+      --row sr1sft "\`search-r1\` SFT (reduced protocol, n = 200)" $SR1/sr1-sft-a \
+      --row sr1 "\`search-r1\` untrained (reduced protocol)" $SR1/sr1-untrained \
+      --compare team vanilla "team - \`vanilla\`" --compare reader vanilla "reader - \`vanilla\`" \
+      --compare team reader "team - reader" --compare team warm "team - warm start" \
+      --compare sr1sft sr1 "\`search-r1\` SFT - untrained"
   # the planner's workflow mix per dataset, one row per fold model (a plot: workflows.png)
   if [ -f $OUT/team-b-on-a/metrics.json ] && [ -f $OUT/team-a-on-b/metrics.json ]; then
     $M report $OUT/team-b-on-a $OUT/team-a-on-b --out $OUT/report-team
