@@ -46,16 +46,20 @@ def build(shape: str, size: str, layers: int | None, device: str, dtype: str):
     return model, tok
 
 
-def rows(n: int, lengths: tuple[int, int], vocab: int, max_tokens: int, seed: int = 0):
+def rows(n: int, lengths: tuple[int, int], vocab: int, max_tokens: int, seed: int = 0,
+         temperature: float = 1.0, prefix: int = 0):
+    """Seeded rows of random prompt tokens; the first ``prefix`` tokens are the same in every
+    row (a shared instruction), marked as cacheable (``Row.prefix_len``)."""
     from marag.llm.base import SamplingParams
     from marag.llm.hf_decode import Row
 
     rng = random.Random(seed)
+    shared = [rng.randrange(100, vocab - 1000) for _ in range(prefix)]
     out = []
     for i in range(n):
-        ids = [rng.randrange(100, vocab - 1000) for _ in range(rng.randint(*lengths))]
-        out.append(Row(ids, SamplingParams(max_tokens=max_tokens, temperature=1.0, seed=i),
-                       tag=i))
+        ids = shared + [rng.randrange(100, vocab - 1000) for _ in range(rng.randint(*lengths))]
+        out.append(Row(ids, SamplingParams(max_tokens=max_tokens, temperature=temperature,
+                                           seed=i), tag=i, prefix_len=prefix))
     return out
 
 
@@ -95,8 +99,16 @@ def main() -> None:
     p.add_argument("--prompt-max", type=int, default=900)
     p.add_argument("--max-tokens", type=int, default=128)
     p.add_argument("--static", type=int, default=2048, help="slot length for the fixed modes")
-    p.add_argument("--modes", default="growing,static,graph")
+    p.add_argument("--modes", default="growing,static,graph",
+                   help="of growing, static, graph, and prefix (the growing cache with the "
+                        "shared-prefix cache on: the rows' first --shared-prefix tokens computed "
+                        "once, later rows prefilled from it)")
+    p.add_argument("--temperature", type=float, default=1.0, help="0: greedy")
+    p.add_argument("--shared-prefix", type=int, default=0,
+                   help="every row opens with the same this many tokens (a cacheable prefix)")
     a = p.parse_args()
+    if "prefix" in a.modes.split(",") and not a.shared_prefix:
+        p.error("the prefix mode needs --shared-prefix N")
     model, tok = build(a.shape, a.size, a.layers, a.device, a.dtype)
     vocab = model.config.vocab_size
     print(json.dumps({"model": f"random {a.size} shape", "layers": model.config.num_hidden_layers,
@@ -106,16 +118,18 @@ def main() -> None:
           flush=True)
     first: dict[int, list[int]] | None = None
     for mode in a.modes.split(","):
-        static = 0 if mode == "growing" else a.static
-        dec = BatchDecoder(model, tok, static_len=static, cuda_graphs=mode == "graph")
-        with torch.inference_mode():
-            decode(dec, rows(min(4, a.rows), (a.prompt_min, a.prompt_min + 50), vocab, 8, 99),
-                   a.batch)  # warm-up (and the graph's capture)
+        static = 0 if mode in ("growing", "prefix") else a.static
+        dec = BatchDecoder(model, tok, static_len=static, cuda_graphs=mode == "graph",
+                           prefix_cache=mode == "prefix")
+        with torch.inference_mode():  # warm-up (and the graph's capture; another prefix)
+            decode(dec, rows(min(4, a.rows), (a.prompt_min, a.prompt_min + 50), vocab, 8, 99,
+                             a.temperature, a.shared_prefix), a.batch)
         if torch.cuda.is_available():
             torch.cuda.reset_peak_memory_stats()
         dec.stats.__init__()
         out, seconds = decode(dec, rows(a.rows, (a.prompt_min, a.prompt_max), vocab,
-                                        a.max_tokens), a.batch)
+                                        a.max_tokens, 0, a.temperature, a.shared_prefix),
+                              a.batch)
         first = first if first is not None else out
         st = dec.stats
         tokens = sum(len(t) for t in out.values())
@@ -126,6 +140,7 @@ def main() -> None:
             "step_ms": round(1000 * st.step_s / max(st.steps, 1), 2),
             "choose_ms": round(1000 * st.choose_s / max(st.steps, 1), 2),
             "prefill_s": round(st.prefill_s, 2),
+            "prefill_tokens": st.prefill_tokens, "prefix_tokens": st.prefix_tokens,
             "graph_captures": getattr(dec.slot_step, "captures", 0),
             "graph_error": getattr(dec.slot_step, "graph_error", None),
             "peak_gib": round(torch.cuda.max_memory_allocated() / 2**30, 2)
