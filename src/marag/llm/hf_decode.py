@@ -66,9 +66,10 @@ def attention_backends(device: torch.device) -> contextlib.AbstractContextManage
     flash, memory-efficient and math, not cuDNN's. cuDNN's attention (PyTorch's first choice
     for bfloat16 on recent GPUs) builds a kernel plan for every new input shape, and a growing
     cache gives each decoding step a new width: on an H200 (torch 2.11, bfloat16, a random
-    model of Qwen2.5-0.5B's shape, 16 rows) a decoder's first pass over such shapes took 113.6
-    ms a step, and 22.6 ms once those shapes had been seen (docs/results/gpu-check). The fixed
-    slots (``hf_static``) keep one shape and keep every backend."""
+    model of Qwen2.5-0.5B's shape, 32 rows 16 at a time, greedy) a fresh process's pass took
+    52.9 ms a step with cuDNN and 18.3 without (17.4 and 18.4 once every shape had been seen;
+    docs/results/gpu-check, 2026-11-29). The fixed slots' steps (``hf_static``) keep one shape
+    and every backend."""
     if device.type != "cuda":
         return contextlib.nullcontext()
     from torch.nn.attention import SDPBackend, sdpa_kernel
