@@ -3,8 +3,11 @@ as a CUDA graph (marag.llm.hf_static), on the same rows.
 
 A random-initialised model of a real shape (the config of SHAPE, e.g. marag's installed
 Qwen2.5-Coder-0.5B; ``--size 7b`` widens it to Qwen2.5-7B's) decodes ``--rows`` seeded
-sampled rows (T = 1) of random prompt tokens, ``--max-tokens`` each, ``--batch`` at a time,
-once per mode after a short warm-up of the same mode (which also captures the graph). A random
+sampled rows (``--temperature``, default 1; 0 is greedy) of random prompt tokens,
+``--max-tokens`` each, ``--batch`` at a time, once per mode after a short warm-up of the same
+mode (which also captures the graph). ``--shared-prefix N`` opens every row with the same N
+tokens, and the ``prefix`` mode decodes with the shared-prefix cache on (those tokens computed
+once; ``prefix_s`` is their share of the prefill time). A random
 model almost never samples its end token, so every mode does the same work. Prints one JSON
 line per mode: tokens/s, decode steps, mean step ms, prefill seconds, peak GiB (CUDA), and
 how many rows chose exactly the tokens of the first mode.
@@ -107,6 +110,8 @@ def main() -> None:
     p.add_argument("--shared-prefix", type=int, default=0,
                    help="every row opens with the same this many tokens (a cacheable prefix)")
     a = p.parse_args()
+    if a.shared_prefix < 0:
+        p.error("--shared-prefix must be at least 0")
     if "prefix" in a.modes.split(",") and not a.shared_prefix:
         p.error("the prefix mode needs --shared-prefix N")
     model, tok = build(a.shape, a.size, a.layers, a.device, a.dtype)
@@ -141,6 +146,7 @@ def main() -> None:
             "choose_ms": round(1000 * st.choose_s / max(st.steps, 1), 2),
             "prefill_s": round(st.prefill_s, 2),
             "prefill_tokens": st.prefill_tokens, "prefix_tokens": st.prefix_tokens,
+            "prefix_s": round(st.prefix_s, 2),
             "graph_captures": getattr(dec.slot_step, "captures", 0),
             "graph_error": getattr(dec.slot_step, "graph_error", None),
             "peak_gib": round(torch.cuda.max_memory_allocated() / 2**30, 2)

@@ -48,15 +48,28 @@ def f1s(run: Path) -> dict[str, tuple[float, str]]:
     return out
 
 
+def bootstrap_means(diffs: list[float], samples: int = 10000, seed: int = 0) -> list[float]:
+    """The sorted means of ``samples`` seeded resamples (with replacement) of ``diffs``."""
+    rng = random.Random(seed)
+    return sorted(sum(rng.choice(diffs) for _ in diffs) / len(diffs) for _ in range(samples))
+
+
+def percentile_interval(means: list[float], level: float) -> tuple[float, float]:
+    """The percentile interval at ``level`` of sorted bootstrap means."""
+    if not 0.0 < level < 1.0:
+        raise ValueError(f"level must be between 0 and 1, not {level}")
+    samples = len(means)
+    cut = int(round((1.0 - level) / 2.0 * samples, 9))  # the draws left out below and above
+    return means[cut], means[samples - 1 - cut]
+
+
 def paired_interval(diffs: list[float], samples: int = 10000, seed: int = 0,
                     level: float = 0.95) -> tuple[float, float, float]:
     """Mean of the paired differences and its percentile-bootstrap interval at ``level``."""
     if not 0.0 < level < 1.0:
         raise ValueError(f"level must be between 0 and 1, not {level}")
-    rng = random.Random(seed)
-    means = sorted(sum(rng.choice(diffs) for _ in diffs) / len(diffs) for _ in range(samples))
-    cut = int(round((1.0 - level) / 2.0 * samples, 9))  # the draws left out below and above
-    return sum(diffs) / len(diffs), means[cut], means[samples - 1 - cut]
+    lo, hi = percentile_interval(bootstrap_means(diffs, samples, seed), level)
+    return sum(diffs) / len(diffs), lo, hi
 
 
 def paired_t(diffs: list[float]) -> tuple[float, float]:

@@ -1,5 +1,4 @@
-"""The decoding loop's token chooser (the vectorised sampler, greedy, top-p and allowed rows)
-and the attention backends of its passes."""
+"""The decoding loop's token chooser: the vectorised sampler, greedy, top-p and allowed rows."""
 
 import torch
 
@@ -65,22 +64,3 @@ def test_greedy_top_p_and_allowed_rows_mix_in_one_batch():
     assert abs(logprobs[0] - float(expected)) < 1e-6
 
 
-
-def test_growing_cache_passes_leave_out_cudnn_attention_on_cuda_only():
-    # cuDNN's attention builds a plan per input shape, and a growing cache makes every step a
-    # new shape; the decoder's passes on CUDA run with the other backends, on a CPU unchanged
-    from marag.llm.hf_decode import attention_backends
-
-    before = (torch.backends.cuda.cudnn_sdp_enabled(), torch.backends.cuda.flash_sdp_enabled(),
-              torch.backends.cuda.mem_efficient_sdp_enabled(),
-              torch.backends.cuda.math_sdp_enabled())
-    with attention_backends(torch.device("cuda", 0)):
-        assert not torch.backends.cuda.cudnn_sdp_enabled()
-        assert torch.backends.cuda.flash_sdp_enabled()
-        assert torch.backends.cuda.mem_efficient_sdp_enabled()
-        assert torch.backends.cuda.math_sdp_enabled()
-    with attention_backends(torch.device("cpu")):
-        assert torch.backends.cuda.cudnn_sdp_enabled() == before[0]
-    assert (torch.backends.cuda.cudnn_sdp_enabled(), torch.backends.cuda.flash_sdp_enabled(),
-            torch.backends.cuda.mem_efficient_sdp_enabled(),
-            torch.backends.cuda.math_sdp_enabled()) == before

@@ -20,7 +20,6 @@ request samples the same tokens whether it runs alone or inside a batch.
 
 from __future__ import annotations
 
-import contextlib
 import heapq
 import logging
 import random
@@ -35,6 +34,7 @@ import torch
 from marag.llm.base import PromptError, SamplingParams, first_stop
 from marag.llm.chat import MIN_PREFIX, eos_ids
 from marag.llm.cpu_linear import use_fast_linears
+from marag.llm.cudnn_attention import without_cudnn_attention
 
 log = logging.getLogger(__name__)
 
@@ -59,23 +59,6 @@ class Row:
     top_logprobs: int = 0  # keep this many most likely (token, logprob) pairs per step
     tops: list[list[tuple[int, float]]] = field(default_factory=list)
     stop_when_off: bool = False  # its params.stop_when raised: no longer asked
-
-
-def attention_backends(device: torch.device) -> contextlib.AbstractContextManager[Any]:
-    """The scaled-dot-product attention backends for the growing cache's passes: on CUDA,
-    flash, memory-efficient and math, not cuDNN's. cuDNN's attention (PyTorch's first choice
-    for bfloat16 on recent GPUs) builds a kernel plan for every new input shape, and a growing
-    cache gives each decoding step a new width: on an H200 (torch 2.11, bfloat16, a random
-    model of Qwen2.5-0.5B's shape, 32 rows 16 at a time, greedy) a fresh process's pass took
-    52.9 ms a step with cuDNN and 18.3 without (17.4 and 18.4 once every shape had been seen;
-    docs/results/gpu-check, 2026-11-29). The fixed slots' steps (``hf_static``) keep one shape
-    and every backend."""
-    if device.type != "cuda":
-        return contextlib.nullcontext()
-    from torch.nn.attention import SDPBackend, sdpa_kernel
-
-    return sdpa_kernel([SDPBackend.FLASH_ATTENTION, SDPBackend.EFFICIENT_ATTENTION,
-                        SDPBackend.MATH])
 
 
 @dataclass
@@ -471,7 +454,7 @@ class BatchDecoder:
                   "position_ids": pos.to(device), "past_key_values": cache, "use_cache": True}
         autocast = self.bf16_autocast and device.type == "cpu"
         with torch.autocast("cpu", dtype=torch.bfloat16, enabled=autocast), \
-                attention_backends(device):
+                without_cudnn_attention(device):
             out = self.model(**inputs, logits_to_keep=1)
         return out.logits[:, -1, :].float()
 
