@@ -32,6 +32,7 @@ from typing import Any
 import torch
 
 from marag.llm.base import PromptError, SamplingParams, first_stop
+from marag.llm.cache_kwarg import cache_kwarg
 from marag.llm.chat import MIN_PREFIX, eos_ids
 from marag.llm.cpu_linear import use_fast_linears
 from marag.llm.cudnn_attention import without_cudnn_attention
@@ -359,6 +360,7 @@ class BatchDecoder:
                  prefix_tokens: int = 65536,
                  static_len: int = 0, cuda_graphs: bool = True) -> None:
         self.model = model
+        self._cache_kw = cache_kwarg(model)  # "cache", or "past_key_values" before 5.x
         self.tokenizer = tokenizer
         self.bf16_autocast = bf16_autocast
         eos = eos_ids(model, tokenizer)
@@ -451,7 +453,7 @@ class BatchDecoder:
                  cache: Any) -> torch.Tensor:
         device = self.model.device
         inputs = {"input_ids": ids.to(device), "attention_mask": mask.to(device),
-                  "position_ids": pos.to(device), "past_key_values": cache, "use_cache": True}
+                  "position_ids": pos.to(device), self._cache_kw: cache, "use_cache": True}
         autocast = self.bf16_autocast and device.type == "cpu"
         with torch.autocast("cpu", dtype=torch.bfloat16, enabled=autocast), \
                 without_cudnn_attention(device):

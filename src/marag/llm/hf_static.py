@@ -32,6 +32,8 @@ from typing import Any
 
 import torch
 
+from marag.llm.cache_kwarg import cache_kwarg
+
 log = logging.getLogger(__name__)
 
 
@@ -112,6 +114,7 @@ class SlotStep:
     def __init__(self, model: Any, slots: int, length: int, *, graphs: bool = True,
                  cpu_autocast: bool = False) -> None:
         self.model = model
+        self._cache_kw = cache_kwarg(model)
         self.slots = slots
         self.length = length
         self.cache = SlotCache(model, slots, length)
@@ -166,7 +169,7 @@ class SlotStep:
         autocast = self.cpu_autocast and self.device.type == "cpu"
         with torch.autocast("cpu", dtype=torch.bfloat16, enabled=autocast):
             out = self.model(input_ids=self.ids, attention_mask=self.mask, position_ids=self.pos,
-                             past_key_values=self.cache, use_cache=True, logits_to_keep=1)
+                             use_cache=True, logits_to_keep=1, **{self._cache_kw: self.cache})
         self.logits.copy_(out.logits[:, -1, :])
 
     def _capture(self) -> None:

@@ -25,6 +25,7 @@ from torch import nn
 from torch.utils.checkpoint import checkpoint
 
 from marag.config import LoraConfig
+from marag.llm.cache_kwarg import cache_kwarg
 from marag.train.experience import SharedPrompts
 
 log = logging.getLogger(__name__)
@@ -139,7 +140,7 @@ def shared_last_hidden(lm: nn.Module, b: SharedPrompts, keep: int) -> torch.Tens
         pos = start[:, None] + torch.arange(b.response_ids.shape[1], device=start.device)
         mask = torch.cat([b.prompt_mask[b.row_prompt], b.response_mask], dim=1)
         rest = decoder(input_ids=b.response_ids, attention_mask=mask, position_ids=pos,
-                       cache=cache, use_cache=True).last_hidden_state
+                       use_cache=True, **{cache_kwarg(decoder): cache}).last_hidden_state
         rows.append(rest)
     hidden = torch.cat(rows, dim=1)  # [B, 1 + R, H], left-aligned per row
     n_rows, width = hidden.shape[0], hidden.shape[1]
