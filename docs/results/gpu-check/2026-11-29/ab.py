@@ -1,8 +1,15 @@
 # fresh process per arm: the first decode of a bf16 growing cache on CUDA, cuDNN attention off (the fix) or on
-import contextlib, json, sys, torch
+import contextlib
+import json
+import sys
+
+import torch
+
 sys.path.insert(0, "benchmarks")
 import gpu_decode_speed as g
+
 import marag.llm.hf_decode as hd
+
 arm = sys.argv[1]
 if arm == "cudnn":  # as run (f62eb96) the switch was hf_decode.attention_backends; now:
     hd.without_cudnn_attention = lambda device: contextlib.nullcontext()

@@ -1,7 +1,13 @@
-import json, sys, time, torch
+import json
+import sys
+
+import torch
+
 sys.path.insert(0, "benchmarks")
 import gpu_decode_speed as g
+
 from marag.llm.hf_decode import BatchDecoder
+
 res = []
 for dtype in ("bfloat16", "float32"):
     model, tok = g.build(".devcarry/qwen-shape", "0.5b", None, "cuda", dtype)
@@ -18,7 +24,7 @@ for dtype in ("bfloat16", "float32"):
              "prefill_s": round(st.prefill_s, 2), "merge_s": round(st.merge_s, 2)}
         print(json.dumps(r), flush=True)
     if dtype == "bfloat16":
-        from torch.profiler import profile, ProfilerActivity
+        from torch.profiler import ProfilerActivity, profile
         dec = BatchDecoder(model, tok)
         with torch.inference_mode():
             g.decode(dec, g.rows(4, (200, 250), vocab, 8, 99, 1.0), 16)
