@@ -98,10 +98,10 @@ def _cell(text: str) -> str:
     return text.replace("|", "\\|")
 
 
-def _plans(workflows: dict[str, int], n: int) -> str:
-    top = list(workflows.items())[:3]
-    text = ", ".join(f"`{w}` {c}" for w, c in top)
-    return text + (f", {len(workflows) - 3} more" if len(workflows) > 3 else "") if n else ""
+def _plans(workflows: dict[str, int]) -> str:
+    """The three most frequent workflows with their counts, and how many others."""
+    text = ", ".join(f"`{w}` {c}" for w, c in list(workflows.items())[:3])
+    return text + (f", {len(workflows) - 3} more" if len(workflows) > 3 else "")
 
 
 def rows_table(rows: list[tuple[str, str, str]], loaded: dict[str, list[Trace]]) -> list[str]:
@@ -127,7 +127,7 @@ def rows_table(rows: list[tuple[str, str, str]], loaded: dict[str, list[Trace]])
         out.append("| " + " | ".join([
             _cell(label), str(s["n"]), f"{100 * s['f1']:.1f}", f"{100 * s['em']:.1f}",
             f"{100 * s['acc']:.1f}", *per, f"{s['cost']['total_tokens']:.0f}",
-            _plans(s["workflows"], s["n"])]) + " |")
+            _plans(s["workflows"])]) + " |")
     return out
 
 

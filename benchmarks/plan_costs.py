@@ -63,9 +63,9 @@ def analyse(cheap: dict[str, Trace], dear: dict[str, Trace], types: dict[str, st
                      "cheap_f1": 100 * sum(f1[i][0] for i in members) / len(members),
                      "dear_f1": 100 * sum(f1[i][1] for i in members) / len(members),
                      "f1_lost": 100 * lost, "tokens_saved": 100 * saved / dear_tok})
-    oracle = [i for i in ids if f1[i][0] >= f1[i][1]]
-    o_f1 = sum(f1[i][0] if i in set(oracle) else f1[i][1] for i in ids) / n
-    o_tok = sum(tok[i][0] if i in set(oracle) else tok[i][1] for i in ids) / n
+    oracle = {i for i in ids if f1[i][0] >= f1[i][1]}
+    o_f1 = sum(f1[i][0] if i in oracle else f1[i][1] for i in ids) / n
+    o_tok = sum(tok[i][0] if i in oracle else tok[i][1] for i in ids) / n
     chosen, f1_now, tok_now = [], dear_f1, dear_tok
     for r in sorted(rows, key=lambda r: r["f1_lost"] / max(r["tokens_saved"], 1e-9)):
         if r["tokens_saved"] <= 0 or dear_f1 == 0:
