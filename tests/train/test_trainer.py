@@ -338,3 +338,33 @@ def test_a_warm_start_adapter_is_merged_and_its_value_head_loaded(tmp_path):
                  tmp_path / "run", questions=QUESTIONS, context=ctx, tensorboard=False)
     assert torch.equal(tr.policy.value_head.weight, warm.value_head.weight)
     assert torch.equal(tr.policy.value_head.bias, warm.value_head.bias)
+
+
+def test_a_questions_samples_start_from_the_first_samples_prompt(tmp_path):
+    # train.rollout_cache_prompts: every rollout call keeps its whole prompt (documents
+    # included) in the prefix cache, so a question's later samples compute none of it again
+    tr = make(tmp_path, method="vanilla")  # 2 questions x 2 samples, one at a time
+    cache = tr.backend._decoder.prefix_cache
+
+    def rollout(on: bool) -> tuple[list, int]:
+        tr.cfg.rollout_cache_prompts = on
+        tr.backend.weights_updated()  # empties the cache
+        before = cache.reused_tokens
+        steps = [s for t in tr.rollout(0) for s in t.steps if s.is_llm]
+        return steps, cache.reused_tokens - before
+
+    on, reused_on = rollout(True)
+    off, reused_off = rollout(False)
+    assert len(on) == len(off) == 4
+    assert [bool(s.sampling.get("cache_prompt")) for s in on] == [True] * 4
+    assert not any(s.sampling.get("cache_prompt") for s in off)
+    # each question's second sample found the first's whole prompt but its last token
+    assert on[0].prompt_token_ids == on[1].prompt_token_ids != on[2].prompt_token_ids
+    whole = sum(len(s.prompt_token_ids) - 1 for s in (on[1], on[3]))
+    assert reused_on >= whole > reused_off
+    # the same seeds draw the same replies from cached and computed KV
+    assert [s.token_ids for s in on] == [s.token_ids for s in off]
+    # one sample a question shares nothing: the flag stays off
+    single = make(tmp_path / "one", "train.samples_per_question=1", method="vanilla")
+    assert not any(s.sampling.get("cache_prompt")
+                   for t in single.rollout(0) for s in t.steps if s.is_llm)

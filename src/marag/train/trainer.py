@@ -239,7 +239,8 @@ class Trainer:
             # and held-out evaluation answer once, at the end
             cfg.method.answer_every_turn = True
         ctx = Context(llms=self.ctx.llms, config=cfg, retriever=self.ctx.retriever,
-                      logprobs=True)
+                      logprobs=True, cache_prompts=self.cfg.rollout_cache_prompts
+                      and self.cfg.samples_per_question > 1)
         jobs = [(q, s) for q in self.batch_questions(iteration)
                 for s in range(self.cfg.samples_per_question)]
         name = cfg.method.name

@@ -69,6 +69,9 @@ class Context:
     """What every question of a run shares: backends by config name, the config, a retriever.
 
     ``logprobs=True`` asks backends for token ids and logprobs on every call (training).
+    ``cache_prompts=True`` asks them to keep every call's whole prompt for reuse
+    (``SamplingParams.cache_prompt``), as a role that sets ``Role.cache_prompt`` does: a
+    trainer's samples of one question send the same prompts.
     Routes are cached per (method, role) on first use, so change ``config`` before the first
     question. The role comes from the prompt profile ``config.method.prompts`` for the method
     that calls it (``Trace.method``).
@@ -78,6 +81,7 @@ class Context:
     config: Config
     retriever: Retriever | None = None
     logprobs: bool = False
+    cache_prompts: bool = False
     listeners: tuple[RunListener, ...] = ()
     _routes: dict[tuple[str, str], Route] = field(default_factory=dict, repr=False)
     _prices: dict[str, Price | None] = field(default_factory=dict, repr=False)
@@ -129,7 +133,7 @@ class Context:
         limit = limits.get(role_name, limits.get("default", role.max_tokens))
         params = SamplingParams(
             temperature=s.temperature, top_p=s.top_p, max_tokens=limit, stop=stop,
-            seed=s.seed, logprobs=self.logprobs, cache_prompt=role.cache_prompt,
+            seed=s.seed, logprobs=self.logprobs, cache_prompt=role.cache_prompt or self.cache_prompts,
         )
         return Route(role=role, backend=backend, llm=llm, params=params)
 
