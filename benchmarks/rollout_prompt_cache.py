@@ -6,7 +6,7 @@
 Builds the trainer of ``--config`` (model, adapters, LoRA; no update), then runs the rollout
 of one iteration once per mode in ``--order``, the decoder's prefix cache emptied before
 each, and prints per mode: seconds, the prompt tokens the decoder computed and served from
-its cache, and whether the sampled replies match the first mode's (the same seeds, so they
+its cache, where the policy decoder's time went, and whether the sampled replies match the first mode's (the same seeds, so they
 should, up to the rare token that float rounding of a cached prefix's KV turns).
 """
 
@@ -16,6 +16,9 @@ import argparse
 import json
 import tempfile
 import time
+
+# the policy decoder's own time (DecodeStats): prompt passes, decoding steps, rows stepped
+TIMES = ("prefill_s", "prefix_s", "step_s", "steps", "step_rows", "choose_s", "merge_s")
 
 
 def main() -> None:
@@ -43,6 +46,7 @@ def main() -> None:
             cache = decoder.prefix_cache
             st = decoder.stats
             before = (cache.reused_tokens if cache else 0, st.prefill_tokens + st.prefix_tokens)
+            times0 = {k: getattr(st, k) for k in TIMES}
             t0 = time.perf_counter()
             traces = trainer.rollout(args.iteration)
             wall = time.perf_counter() - t0
@@ -55,7 +59,8 @@ def main() -> None:
             row = {"mode": mode, "seconds": round(wall, 1), "traces": len(traces),
                    "llm_calls": len(replies), "prompt_tokens": prompt,
                    "computed": computed, "served_from_cache": reused,
-                   "replies_as_first_mode": same}
+                   "replies_as_first_mode": same,
+                   **{k: round(getattr(st, k) - v, 1) for k, v in times0.items()}}
             rows.append(row)
             print(json.dumps(row), flush=True)
     if args.json:
