@@ -59,7 +59,7 @@ async def test_same_method_on_two_datasets_shares_a_row(tmp_path, nq_questions, 
     again = tmp_path / "c"
     await evaluate(nq_questions[:4], tiny_rag, ctx_factory(llm), again, method_name="tiny-rag")
     report = build_report([tmp_path / "a", tmp_path / "b", again], None)
-    assert [r.label for r in report.rows] == ["tiny-rag", "tiny-rag (c)"]
+    assert [r.label for r in report.rows] == ["tiny-rag (a+b)", "tiny-rag (c)"]
     assert list(report.rows[0].summary["datasets"]) == ["nq_open", "other"]
     assert report.files == [] and report.out_dir is None
 

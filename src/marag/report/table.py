@@ -49,6 +49,10 @@ def group_rows(runs: list[RunData], scorer: Scorer | None = None) -> list[Row]:
             target = Row(label)
             rows.append(target)
         target.runs.append(run)
+    # a method with several rows: each names its folders, the first as well as the others
+    for row in rows:
+        if any(r is not row and r.runs[0].method == row.label for r in rows):
+            row.label = f"{row.label} ({'+'.join(r.path.name for r in row.runs)})"
     for row in rows:
         row.summary = summarize(row.traces, scorer)
     return rows
