@@ -4,10 +4,11 @@
         --set train.questions_per_iteration=2 [--iteration 0] [--order off,on]
 
 Builds the trainer of ``--config`` (model, adapters, LoRA; no update), then runs the rollout
-of one iteration once per mode in ``--order``, the decoder's prefix cache emptied before
-each, and prints per mode: seconds, the prompt tokens the decoder computed and served from
-its cache, where the policy decoder's time went, and whether the sampled replies match the first mode's (the same seeds, so they
-should, up to the rare token that float rounding of a cached prefix's KV turns).
+of one iteration once per mode in ``--order``, the prefix cache of every hf backend (the
+policy's and a frozen reader's) emptied before each, and prints per mode: seconds, the
+prompt tokens the hf decoders computed (the rest came from their caches), where their time went,
+and whether the sampled replies match the first mode's (the same seeds, so they should, up
+to the rare token that float rounding of a cached prefix's KV turns).
 """
 
 from __future__ import annotations
@@ -17,7 +18,7 @@ import json
 import tempfile
 import time
 
-# the policy decoder's own time (DecodeStats): prompt passes, decoding steps, rows stepped
+# the hf decoders' time (DecodeStats, summed): prompt passes, decoding steps, rows stepped
 TIMES = ("prefill_s", "prefix_s", "step_s", "steps", "step_rows", "choose_s", "merge_s")
 
 
@@ -38,29 +39,37 @@ def main() -> None:
     train, _ = split_questions(config.train)
     with tempfile.TemporaryDirectory() as out:
         trainer = Trainer(config, out, questions=train, tensorboard=False)
-        decoder = trainer.backend._decoder  # its cache statistics
+        # every distinct hf decoder the rollout uses (a frozen reader may have its own)
+        decoders = list({id(d): d for d in (getattr(llm, "_decoder", None)
+                                           for llm in trainer.ctx.llms.values())
+                         if d is not None}.values())
+        caches = [d.prefix_cache for d in decoders if d.prefix_cache is not None]
+
+        def totals() -> dict[str, float]:
+            t = {k: sum(getattr(d.stats, k) for d in decoders) for k in TIMES}
+            t["computed"] = sum(d.stats.prefill_tokens + d.stats.prefix_tokens
+                                for d in decoders)
+            return t
+
         rows, first = [], None
         for mode in args.order.split(","):
             trainer.cfg.rollout_cache_prompts = mode == "on"
-            trainer.backend.weights_updated()  # an empty prefix cache for each mode
-            cache = decoder.prefix_cache
-            st = decoder.stats
-            before = (cache.reused_tokens if cache else 0, st.prefill_tokens + st.prefix_tokens)
-            times0 = {k: getattr(st, k) for k in TIMES}
+            for c in caches:
+                c.clear()  # an empty prefix cache for each mode, on every backend
+            t0_ = totals()
             t0 = time.perf_counter()
             traces = trainer.rollout(args.iteration)
             wall = time.perf_counter() - t0
+            d = {k: v - t0_[k] for k, v in totals().items()}
             replies = [s.raw for t in traces for s in t.steps if s.is_llm]
             prompt = sum(s.prompt_tokens for t in traces for s in t.steps if s.is_llm)
-            reused = (cache.reused_tokens - before[0]) if cache else 0
-            computed = st.prefill_tokens + st.prefix_tokens - before[1]
             same = None if first is None else sum(a == b for a, b in zip(first, replies))
             first = first or replies
             row = {"mode": mode, "seconds": round(wall, 1), "traces": len(traces),
                    "llm_calls": len(replies), "prompt_tokens": prompt,
-                   "computed": computed, "served_from_cache": reused,
+                   "computed": int(d["computed"]),
                    "replies_as_first_mode": same,
-                   **{k: round(getattr(st, k) - v, 1) for k, v in times0.items()}}
+                   **{k: round(d[k], 1) for k in TIMES}}
             rows.append(row)
             print(json.dumps(row), flush=True)
     if args.json:

@@ -388,11 +388,13 @@ class TrainConfig(Section):
     temperature: float = Field(1.0, gt=0)
     top_p: float = Field(1.0, gt=0, le=1)
     concurrency: int = Field(8, ge=1)  # questions in flight during a rollout (per process)
-    # hf rollouts keep every call's whole prompt in the decoder's prefix cache (not only its
-    # role's leading turns): a question's samples repeat their first prompt (retrieved
-    # documents included) and later ones wherever their earlier replies agree, so the first
-    # sample computes it and the others start from its KV. Only with samples_per_question > 1
-    rollout_cache_prompts: bool = True
+    # local rollouts keep every call's whole prompt in the hf decoder's prefix cache (not only
+    # its role's leading turns): a question's samples repeat their first prompt and later ones
+    # wherever their earlier replies (and so their retrievals) agree, so the first sample
+    # computes it and the others start from its KV. Only with samples_per_question > 1 and
+    # rollout: local. None: on where the policy runs on a CPU (measured there; a prompt the
+    # cache has not seen is then prefilled alone, which on a GPU may cost more than it saves)
+    rollout_cache_prompts: bool | None = None
     # where the trained roles decode their rollouts: "local" (the policy module itself,
     # through the hf backend) or "server" (an OpenAI-compatible server, e.g. vLLM: the
     # trained roles' llms entry is backend openai with token_ids true and names the LoRA as

@@ -344,6 +344,7 @@ def test_a_questions_samples_start_from_the_first_samples_prompt(tmp_path):
     # train.rollout_cache_prompts: every rollout call keeps its whole prompt (documents
     # included) in the prefix cache, so a question's later samples compute none of it again
     tr = make(tmp_path, method="vanilla")  # 2 questions x 2 samples, one at a time
+    assert tr.cfg.rollout_cache_prompts is None and tr._cache_rollout_prompts()  # CPU: on
     cache = tr.backend._decoder.prefix_cache
 
     def rollout(on: bool) -> tuple[list, int]:

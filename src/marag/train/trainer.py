@@ -239,8 +239,7 @@ class Trainer:
             # and held-out evaluation answer once, at the end
             cfg.method.answer_every_turn = True
         ctx = Context(llms=self.ctx.llms, config=cfg, retriever=self.ctx.retriever,
-                      logprobs=True, cache_prompts=self.cfg.rollout_cache_prompts
-                      and self.cfg.samples_per_question > 1)
+                      logprobs=True, cache_prompts=self._cache_rollout_prompts())
         jobs = [(q, s) for q in self.batch_questions(iteration)
                 for s in range(self.cfg.samples_per_question)]
         name = cfg.method.name
@@ -255,6 +254,15 @@ class Trainer:
 
         self.module.eval()
         return asyncio.run(go())
+
+    def _cache_rollout_prompts(self) -> bool:
+        """Whether rollout calls keep their whole prompts cached (train.rollout_cache_prompts)."""
+        c = self.cfg
+        if c.samples_per_question < 2 or c.rollout != "local":
+            return False
+        if c.rollout_cache_prompts is not None:
+            return c.rollout_cache_prompts
+        return self.acc.device.type == "cpu"
 
     def _allowed(self, t: Transition) -> torch.Tensor | None:
         """The vocabulary mask the rollout decoded with (the backend's own)."""
