@@ -154,7 +154,10 @@ def main() -> None:
             raise SystemExit("fewer than two questions are left")
     fa = {i: a[i][0] for i in ids}
     fb = {i: b[i][0] for i in ids}
-    print(f"{args.a.name}: F1 {sum(fa.values()) / len(fa):.4f}   {args.b.name}: F1 "
+    def name(arg: Path) -> str:  # a pooled argument (dirs joined by commas) names each
+        return "+".join(Path(d).name for d in str(arg).split(","))
+
+    print(f"{name(args.a)}: F1 {sum(fa.values()) / len(fa):.4f}   {name(args.b)}: F1 "
           f"{sum(fb.values()) / len(fb):.4f}   n={len(ids)}")
     _report("", fa, fb, args.samples, args.level, test=True)
     if args.by_dataset:

@@ -72,7 +72,7 @@ def test_command_pools_folds_reports_datasets_and_refuses_mismatches(tmp_path, c
                                      "--samples", "200"])
     pb.main()
     out = capsys.readouterr().out
-    assert "F1 0.6250" in out and "F1 0.1250" in out and "n=4" in out
+    assert "a-on-b+a-on-a: F1 0.6250   b: F1 0.1250   n=4" in out  # a pooled row names each
     assert "difference +0.5000" in out and "higher on 2, lower on 0, tied on 2" in out
     assert "hotpotqa (n=2, 0.5000 vs 0.0000)" in out and "nq (n=2, 0.7500 vs 0.2500)" in out
     # pooled diffs 1, 0, 1, 0: mean 0.5, sd 0.577, t = 0.5 / (0.577 / 2) = 1.73
