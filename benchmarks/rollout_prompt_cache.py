@@ -39,16 +39,15 @@ def main() -> None:
     train, _ = split_questions(config.train)
     with tempfile.TemporaryDirectory() as out:
         trainer = Trainer(config, out, questions=train, tensorboard=False)
-        # every distinct hf decoder the rollout uses (a frozen reader may have its own)
-        decoders = list({id(d): d for d in (getattr(llm, "_decoder", None)
-                                           for llm in trainer.ctx.llms.values())
-                         if d is not None}.values())
-        caches = [d.prefix_cache for d in decoders if d.prefix_cache is not None]
+        # every distinct hf backend the rollout uses (a frozen reader may have its own)
+        hf = list({id(b): b for b in trainer.ctx.llms.values()
+                   if hasattr(b, "decode_stats")}.values())
+        caches = [b._decoder.prefix_cache for b in hf if b._decoder.prefix_cache is not None]
 
         def totals() -> dict[str, float]:
-            t = {k: sum(getattr(d.stats, k) for d in decoders) for k in TIMES}
-            t["computed"] = sum(d.stats.prefill_tokens + d.stats.prefix_tokens
-                                for d in decoders)
+            stats = [b.decode_stats for b in hf]
+            t = {k: sum(getattr(st, k) for st in stats) for k in TIMES}
+            t["computed"] = sum(st.prefill_tokens + st.prefix_tokens for st in stats)
             return t
 
         rows, first = [], None
