@@ -11,7 +11,8 @@
 #      each update).
 # SIZE=7b builds the model at Qwen2.5-7B's shape instead (hidden 3584, 28 layers, 28 query
 # and 4 key-value heads, MLP 18944, vocabulary 152064, untied head; drawn on the device);
-# RUNS may also name single-gc (the single run with train.gradient_checkpointing=true),
+# RUNS may also name rollcache (train.rollout_cache_prompts off and on, below),
+# single-gc (the single run with train.gradient_checkpointing=true),
 # single-static and single-gc-static (rollouts in the local decoder's fixed slots, STATIC
 # columns, each step a CUDA-graph replay).
 # Every metrics row has seconds.<phase> and, on a GPU, peak_gib.<phase> (the most memory
@@ -68,10 +69,11 @@ print("random model:", sum(p.numel() for p in model.parameters()) / 1e6, "M para
 PYEOF
 cat tests/fixtures/qa/*.corpus.jsonl > $W/corpus.jsonl
 $PY -m marag.cli index build --corpus $W/corpus.jsonl --out $W/bm25 || exit 1
-COMMON=(--set "retrieval.index=$W/bm25" --set method.top_k=5
+DATA=(--set "retrieval.index=$W/bm25" --set method.top_k=5
   --set 'train.datasets=[tests/fixtures/qa/hotpotqa.questions.jsonl,tests/fixtures/qa/nq_open.questions.jsonl]'
-  --set train.holdout_per_dataset=0 --set train.iterations=$ITERS --set train.questions_per_iteration=${QPI:-8}
-  --set train.samples_per_question=${SPQ:-4} --set train.save_every=1 --no-progress)
+  --set train.holdout_per_dataset=0 --set train.questions_per_iteration=${QPI:-8})
+COMMON=("${DATA[@]}" --set train.iterations=$ITERS --set train.samples_per_question=${SPQ:-4}
+  --set train.save_every=1 --no-progress)
 LOCAL=(--config configs/jade-train.yaml --set "llms.default.model=$W/model"
   --set "llms.default.device=$DEVICE" --set "llms.default.dtype=$DTYPE")
 RUNS=${RUNS:-single ddp fsdp}   # which of the three to run
@@ -110,6 +112,24 @@ for run in $RUNS; do
           --module marag.cli train --config configs/jade-server-train.yaml --set "llms.policy.model=$W/model" \
           --set "llms.policy.device=$DEVICE" --set "llms.policy.dtype=$DTYPE" "${COMMON[@]}"
       kill $SERVER ;;
+    # 4. train.rollout_cache_prompts off and on, twice each, on this device
+    # (benchmarks/rollout_prompt_cache.py: one rollout of 8 questions a mode, no update): BGM's
+    # bridge (4 samples, the frozen reader on a copy of the model) and the answer generator of
+    # `vanilla` (8 samples, as configs/qwen/reader-grpo-fold-a.yaml); replies capped at 16
+    # tokens, as short as a trained model's (random weights never stop early)
+    rollcache)
+      M=(model=$W/model device=$DEVICE dtype=$DTYPE); SETS=()
+      for kv in "${M[@]}"; do SETS+=(--set "llms.default.$kv"); done
+      BGM=("${SETS[@]}"); for kv in "${M[@]}"; do BGM+=(--set "llms.reader.$kv"); done
+      for spec in "bgm configs/bgm-train.yaml 4" "reader configs/jade-train.yaml 8"; do
+        set -- $spec
+        if [ $1 = bgm ]; then X=("${BGM[@]}" --set method.max_tokens.DS=16)
+        else X=("${SETS[@]}" --set method.name=vanilla --set 'train.roles=[AG]'); fi
+        timeout ${T4:-150} $PY benchmarks/rollout_prompt_cache.py --config $2 "${X[@]}" "${DATA[@]}" \
+            --set method.max_tokens.AG=16 --set train.samples_per_question=$3 \
+            --set train.eval_dataset=null --order off,on,off,on --json $OUT/rollcache-$1.json \
+            2>&1 | tee $OUT/rollcache-$1.log | grep -v Warning
+      done ;;
     *) echo "unknown run $run"; exit 2 ;;
   esac
 done
