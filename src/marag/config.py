@@ -393,7 +393,8 @@ class TrainConfig(Section):
     # wherever their earlier replies (and so their retrievals) agree, so the first sample
     # computes it and the others start from its KV. Only with samples_per_question > 1 and
     # rollout: local. None: on where the policy runs on a CPU (measured there; a prompt the
-    # cache has not seen is then prefilled alone, which on a GPU may cost more than it saves)
+    # cache has not seen is then prefilled alone, which on an H200 cost as much as it saved
+    # or more: docs/results/gpu-check/README.md, 2026-11-30)
     rollout_cache_prompts: bool | None = None
     # where the trained roles decode their rollouts: "local" (the policy module itself,
     # through the hf backend) or "server" (an OpenAI-compatible server, e.g. vLLM: the
