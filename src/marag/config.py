@@ -392,9 +392,8 @@ class TrainConfig(Section):
     # its role's leading turns): a question's samples repeat their first prompt and later ones
     # wherever their earlier replies (and so their retrievals) agree, so the first sample
     # computes it and the others start from its KV. Only with samples_per_question > 1 and
-    # rollout: local. None: on where the policy runs on a CPU (measured there; a prompt the
-    # cache has not seen is then prefilled alone, which on an H200 cost as much as it saved
-    # or more: docs/results/gpu-check/README.md, 2026-11-30)
+    # rollout: local. None: on where the policy runs on a CPU (measured there; on an H200 it
+    # saved no time, prompt passes being a small part of a rollout: docs/results/gpu-check)
     rollout_cache_prompts: bool | None = None
     # where the trained roles decode their rollouts: "local" (the policy module itself,
     # through the hf backend) or "server" (an OpenAI-compatible server, e.g. vLLM: the
