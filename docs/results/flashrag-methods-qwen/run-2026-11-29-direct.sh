@@ -2,7 +2,7 @@
 # IRCoT's direct reader (553c991) on the same 30 questions, right after run-2026-11-29.sh's
 # runs, the cross-fitting evaluation paused (SIGSTOP) for the duration. From the repo root.
 # NAME (default direct): the run's name under runs/fm39 (run-2026-11-29-fast.sh sets it);
-# EXTRA (default none): more `marag eval` arguments (run-2026-11-30-window.sh sets them).
+# EXTRA (default none): more `marag eval` arguments (README, update 2026-11-30, sets them).
 set -u
 NAME=${NAME:-direct}
 PIDS=$(pgrep -f "marag eval" | tr '\n' ' ')
