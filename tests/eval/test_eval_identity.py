@@ -56,3 +56,61 @@ def test_a_run_recorded_with_a_setting_since_removed_is_a_different_run(tmp_path
     open_run_dir(tmp_path, old)
     with pytest.raises(RunDirError, match="method.gone: 3 -> None"):
         open_run_dir(tmp_path, new)
+
+
+def _adapter(folder, weights: bytes):
+    folder.mkdir(parents=True, exist_ok=True)
+    (folder / "adapter_config.json").write_text('{"r": 8}')
+    (folder / "adapter_model.safetensors").write_bytes(weights)
+    return str(folder)
+
+
+def _adapter_identity(adapter):
+    from marag.eval.identity import adapter_identity
+
+    config = load_config(None, ["method.name=vanilla", "llms.default.backend=hf",
+                                f"llms.default.adapter=[{adapter}]"])
+    return {**_identity(["method.name=vanilla"]), **adapter_identity(config)}
+
+
+def test_an_adapters_identity_is_its_files_digest(tmp_path):
+    from marag.eval.identity import adapter_identity
+
+    a = _adapter(tmp_path / "a", b"weights one")
+    first = _adapter_identity(a)["adapters"]
+    assert list(first) == ["default"] and len(first["default"]) == 1
+    assert _adapter_identity(_adapter(tmp_path / "b", b"weights one"))["adapters"] == first
+    assert _adapter_identity(_adapter(tmp_path / "a", b"weights two"))["adapters"] != first
+    assert adapter_identity(load_config(None, ["method.name=vanilla"])) == {}
+
+
+def test_a_run_resumed_after_its_adapter_was_retrained_is_a_different_run(tmp_path):
+    a = _adapter(tmp_path / "adapter", b"iteration 3")
+    open_run_dir(tmp_path / "run", _adapter_identity(a))
+    _adapter(tmp_path / "adapter", b"iteration 6")  # retrained into the same folder
+    with pytest.raises(RunDirError, match="adapters.default"):
+        open_run_dir(tmp_path / "run", _adapter_identity(a))
+
+
+def test_a_short_name_that_comes_to_stand_for_other_folders_is_a_different_run(
+        tmp_path, monkeypatch):
+    import marag.llm.trained as trained
+
+    old = _adapter(tmp_path / "old", b"run 2c")
+    new = _adapter(tmp_path / "new", b"warm start")
+    spec = trained.TrainedAdapter(model="smollm2", folders=(old,))
+    monkeypatch.setitem(trained.TRAINED, "team-x", spec)
+    open_run_dir(tmp_path / "run", _adapter_identity("team-x"))
+    monkeypatch.setitem(trained.TRAINED, "team-x", trained.TrainedAdapter(
+        model="smollm2", folders=(new,)))
+    with pytest.raises(RunDirError, match="adapters.default"):
+        open_run_dir(tmp_path / "run", _adapter_identity("team-x"))
+
+
+def test_a_run_recorded_before_adapter_digests_resumes_and_records_them(tmp_path):
+    ident = _adapter_identity(_adapter(tmp_path / "adapter", b"weights"))
+    older = {k: v for k, v in ident.items() if k != "adapters"}
+    open_run_dir(tmp_path / "run", older)  # a run directory of a marag before the digests
+    again = open_run_dir(tmp_path / "run", ident)
+    assert len(again.manifest["resumes"]) == 1
+    assert again.manifest["identity"]["adapters"] == ident["adapters"]

@@ -108,7 +108,7 @@ async def _run(args: argparse.Namespace, config: Any, out: Path) -> Any:
     import yaml
 
     from marag.datasets import load_questions
-    from marag.eval.identity import config_identity, run_info
+    from marag.eval.identity import adapter_identity, config_identity, run_info
     from marag.eval.runner import evaluate, prepare_run
 
     questions = load_questions(args.dataset, limit=config.eval.limit, seed=config.eval.seed,
@@ -118,7 +118,8 @@ async def _run(args: argparse.Namespace, config: Any, out: Path) -> Any:
     # A file is named by its absolute path, so resuming from another directory is the same run.
     dataset = str(dataset_path.resolve()) if dataset_path.exists() else args.dataset
     identity = {"dataset": dataset, "split": args.split, "limit": config.eval.limit,
-                "seed": config.eval.seed, "config": config_identity(config)}
+                "seed": config.eval.seed, "config": config_identity(config),
+                **adapter_identity(config)}
     info = run_info(dataset_name=questions[0].dataset if questions else None)
     config_yaml = yaml.safe_dump(config.model_dump(mode="json"), sort_keys=False)
     # The directory check comes before building models and indexes, so a mismatch fails fast.

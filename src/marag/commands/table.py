@@ -168,7 +168,7 @@ async def _evaluate_row(args: argparse.Namespace, config: Any, plan: Any, datase
     from marag.api import build_context
     from marag.commands.eval import record_llms
     from marag.datasets import load_questions
-    from marag.eval.identity import config_identity, run_info
+    from marag.eval.identity import adapter_identity, config_identity, run_info
     from marag.eval.runner import evaluate, prepare_run
     from marag.workflows import run_method
 
@@ -197,7 +197,7 @@ async def _evaluate_row(args: argparse.Namespace, config: Any, plan: Any, datase
                     continue
                 identity = {"dataset": str(Path(files[d]).resolve()), "ids": args.ids,
                             "limit": args.limit, "seed": args.seed,
-                            "config": config_identity(config)}
+                            "config": config_identity(config), **adapter_identity(config)}
                 run_dir = prepare_run(
                     questions, out / "runs" / slug / d, name, identity=identity,
                     info=run_info(dataset_name=questions[0].dataset),

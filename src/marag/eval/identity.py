@@ -33,6 +33,47 @@ def config_identity(config: Config) -> dict[str, Any]:
     return data
 
 
+# Adapter files whose bytes decide what a LoRA computes (its rank and targets, its weights).
+ADAPTER_FILES = ("adapter_config.json", "adapter_model.safetensors", "adapter_model.bin")
+
+
+def adapter_identity(config: Config) -> dict[str, Any]:
+    """``{"adapters": {llm: [digest, ...]}}`` for the hf LLMs that load adapters, else ``{}``.
+
+    The config names an adapter by folder or by a short name (``qwen-jade``), and neither says
+    what is in it: a run resumed after its adapter was retrained into the same folder, or after
+    a short name came to stand for other folders, would mix two models' answers. Each folder's
+    digest (SHA-256 over its adapter files, first 16 hex digits) makes that a different run.
+    A name or folder that does not resolve is left to the backend's own error."""
+    import hashlib
+    from pathlib import Path
+
+    from marag.llm.base import LLMError
+    from marag.llm.trained import resolve_adapters
+
+    out: dict[str, list[str]] = {}
+    for name, llm in config.llms.items():
+        if llm.backend != "hf" or not llm.adapter:
+            continue
+        try:
+            folders = resolve_adapters(llm.adapter, llm.model)
+        except LLMError:
+            continue
+        digests = []
+        for folder in folders:
+            h = hashlib.sha256()
+            for fname in ADAPTER_FILES:
+                path = Path(folder) / fname
+                if path.is_file():
+                    h.update(fname.encode())
+                    with open(path, "rb") as f:
+                        for block in iter(lambda: f.read(1 << 20), b""):
+                            h.update(block)
+            digests.append(h.hexdigest()[:16])
+        out[name] = digests
+    return {"adapters": out} if out else {}
+
+
 def comparable_identity(identity: dict[str, Any]) -> dict[str, Any]:
     """An identity as today's ``config_identity`` would write it, so older run directories
     still resume: the train/sft sections they recorded are left out, and a setting added to

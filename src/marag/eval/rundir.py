@@ -27,6 +27,9 @@ MANIFEST = "run.json"
 METRICS = "metrics.json"
 REPORT = "report.md"
 CONFIG = "config.yaml"
+# identity fields added after run directories existed (``marag.eval.identity``): adapter
+# digests since 2026-11-30
+IDENTITY_FIELDS_SINCE = ("adapters",)
 
 
 class RunDirError(RuntimeError):
@@ -162,8 +165,14 @@ def open_run_dir(path: str | os.PathLike[str], identity: dict[str, Any],
         raise RunDirError(f"{root} holds traces but no {MANIFEST}; use --force or a new directory")
 
     old_identity = comparable_identity(old.get("identity") or {}) if old is not None else None
-    if old is not None and old_identity != identity:
-        changes = describe_change(old_identity or {}, identity)
+    compared = identity
+    if old_identity is not None:
+        # identity fields marag records since a later version: a run directory made before
+        # lacks them and resumes on the rest (the manifest records them from now on)
+        compared = {k: v for k, v in identity.items()
+                    if k not in IDENTITY_FIELDS_SINCE or k in old_identity}
+    if old is not None and old_identity != compared:
+        changes = describe_change(old_identity or {}, compared)
         if not force:
             raise RunDirError(
                 f"{root} holds a different run ({'; '.join(changes[:6])}); "
