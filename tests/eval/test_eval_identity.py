@@ -58,10 +58,15 @@ def test_a_run_recorded_with_a_setting_since_removed_is_a_different_run(tmp_path
         open_run_dir(tmp_path, new)
 
 
-def _adapter(folder, weights: bytes):
+def _adapter(folder, value: float, dtype=None):
+    import torch
+    from safetensors.torch import save_file
+
     folder.mkdir(parents=True, exist_ok=True)
     (folder / "adapter_config.json").write_text('{"r": 8}')
-    (folder / "adapter_model.safetensors").write_bytes(weights)
+    weight = torch.full((4, 8), value, dtype=dtype or torch.float32)
+    save_file({"base_model.model.q_proj.lora_A.weight": weight},
+              str(folder / "adapter_model.safetensors"))
     return str(folder)
 
 
@@ -76,28 +81,28 @@ def _adapter_identity(adapter):
 def test_an_adapters_identity_is_its_files_digest(tmp_path):
     from marag.eval.identity import adapter_identity
 
-    a = _adapter(tmp_path / "a", b"weights one")
+    a = _adapter(tmp_path / "a", 0.25)
     first = _adapter_identity(a)["adapters"]
     assert list(first) == ["default"] and len(first["default"]) == 1
-    assert _adapter_identity(_adapter(tmp_path / "b", b"weights one"))["adapters"] == first
-    assert _adapter_identity(_adapter(tmp_path / "a", b"weights two"))["adapters"] != first
+    assert _adapter_identity(_adapter(tmp_path / "b", 0.25))["adapters"] == first
+    assert _adapter_identity(_adapter(tmp_path / "a", 0.5))["adapters"] != first
     assert adapter_identity(load_config(None, ["method.name=vanilla"])) == {}
 
 
 def test_a_run_resumed_after_its_adapter_was_retrained_is_a_different_run(tmp_path):
-    a = _adapter(tmp_path / "adapter", b"iteration 3")
+    a = _adapter(tmp_path / "adapter", 0.125)
     open_run_dir(tmp_path / "run", _adapter_identity(a))
-    _adapter(tmp_path / "adapter", b"iteration 6")  # retrained into the same folder
+    _adapter(tmp_path / "adapter", 0.375)  # retrained into the same folder
     with pytest.raises(RunDirError, match="adapters.default"):
         open_run_dir(tmp_path / "run", _adapter_identity(a))
 
 
 def test_a_short_name_that_comes_to_stand_for_other_folders_is_a_different_run(
         tmp_path, monkeypatch):
-    import marag.llm.trained as trained
+    from marag.llm import trained
 
-    old = _adapter(tmp_path / "old", b"run 2c")
-    new = _adapter(tmp_path / "new", b"warm start")
+    old = _adapter(tmp_path / "old", 1.0)
+    new = _adapter(tmp_path / "new", 2.0)
     spec = trained.TrainedAdapter(model="smollm2", folders=(old,))
     monkeypatch.setitem(trained.TRAINED, "team-x", spec)
     open_run_dir(tmp_path / "run", _adapter_identity("team-x"))
@@ -108,9 +113,51 @@ def test_a_short_name_that_comes_to_stand_for_other_folders_is_a_different_run(
 
 
 def test_a_run_recorded_before_adapter_digests_resumes_and_records_them(tmp_path):
-    ident = _adapter_identity(_adapter(tmp_path / "adapter", b"weights"))
+    ident = _adapter_identity(_adapter(tmp_path / "adapter", 0.75))
     older = {k: v for k, v in ident.items() if k != "adapters"}
     open_run_dir(tmp_path / "run", older)  # a run directory of a marag before the digests
     again = open_run_dir(tmp_path / "run", ident)
     assert len(again.manifest["resumes"]) == 1
     assert again.manifest["identity"]["adapters"] == ident["adapters"]
+
+
+def test_an_adapter_and_its_bfloat16_stash_copy_are_the_same_adapter(tmp_path):
+    """benchmarks/stash_runs.py keeps adapters rounded to bfloat16: a run restored from a
+    stash on another machine must resume."""
+    import importlib.util
+    from pathlib import Path
+
+    import torch
+
+    from marag.eval.identity import adapter_digest
+
+    root = Path(__file__).resolve().parents[2]
+    spec = importlib.util.spec_from_file_location("stash_runs",
+                                                  root / "benchmarks" / "stash_runs.py")
+    stash = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(stash)
+    trained = Path(_adapter(tmp_path / "trained", 1 / 3))  # not a bfloat16 value
+    stash.save_adapter(trained, tmp_path / "stashed")
+    assert (tmp_path / "stashed" / "adapter_model.safetensors").read_bytes() != (
+        trained / "adapter_model.safetensors").read_bytes()
+    assert adapter_digest(tmp_path / "stashed") == adapter_digest(trained)
+    # a change bfloat16 keeps is another adapter
+    assert adapter_digest(_adapter(tmp_path / "other", 1 / 3 + 0.01)) != adapter_digest(trained)
+    assert adapter_digest(_adapter(tmp_path / "b16", 1 / 3, torch.bfloat16)) == adapter_digest(
+        trained)
+
+
+def test_a_run_made_before_adapter_digests_is_still_refused_for_other_changes(tmp_path):
+    ident = _adapter_identity(_adapter(tmp_path / "adapter", 0.75))
+    older = {k: v for k, v in ident.items() if k != "adapters"}
+    open_run_dir(tmp_path / "run", {**older, "limit": 5})
+    with pytest.raises(RunDirError, match="limit: 5 -> None"):
+        open_run_dir(tmp_path / "run", ident)
+
+
+def test_only_hf_adapters_are_hashed():
+    from marag.eval.identity import adapter_identity
+
+    config = load_config(None, ["llms.default.backend=openai", "llms.default.adapter=[x]",
+                                "llms.default.base_url=http://127.0.0.1:9/v1"])
+    assert adapter_identity(config) == {}

@@ -173,6 +173,7 @@ async def _evaluate_row(args: argparse.Namespace, config: Any, plan: Any, datase
     from marag.workflows import run_method
 
     ctx = build_context(config)
+    adapters = adapter_identity(config)  # the row's adapters, hashed once for its cells
     results: dict[str, tuple[dict[str, Any] | None, str]] = {}
     name = config.method.name
     slug = plan.row.method or plan.row.label
@@ -197,7 +198,7 @@ async def _evaluate_row(args: argparse.Namespace, config: Any, plan: Any, datase
                     continue
                 identity = {"dataset": str(Path(files[d]).resolve()), "ids": args.ids,
                             "limit": args.limit, "seed": args.seed,
-                            "config": config_identity(config), **adapter_identity(config)}
+                            "config": config_identity(config), **adapters}
                 run_dir = prepare_run(
                     questions, out / "runs" / slug / d, name, identity=identity,
                     info=run_info(dataset_name=questions[0].dataset),

@@ -5,6 +5,7 @@ from __future__ import annotations
 import platform
 import sys
 from importlib import metadata
+from pathlib import Path
 from typing import Any
 
 from marag.config import Config
@@ -33,8 +34,36 @@ def config_identity(config: Config) -> dict[str, Any]:
     return data
 
 
-# Adapter files whose bytes decide what a LoRA computes (its rank and targets, its weights).
-ADAPTER_FILES = ("adapter_config.json", "adapter_model.safetensors", "adapter_model.bin")
+def adapter_digest(folder: str | Path) -> str:
+    """SHA-256 (first 16 hex digits) of what a LoRA folder computes: its ``adapter_config.json``
+    and its weights, each floating tensor rounded to bfloat16 first, so that the copy
+    ``benchmarks/stash_runs.py`` keeps (rounded to bfloat16 to halve its bytes, the copy
+    marag's long runs resume from on another machine) is the same adapter."""
+    import hashlib
+
+    import torch
+
+    folder = Path(folder)
+    h = hashlib.sha256()
+    config = folder / "adapter_config.json"
+    if config.is_file():
+        h.update(b"adapter_config.json\0" + config.read_bytes())
+    if (folder / "adapter_model.safetensors").is_file():
+        from safetensors.torch import load_file
+
+        weights = load_file(str(folder / "adapter_model.safetensors"))
+    elif (folder / "adapter_model.bin").is_file():
+        weights = torch.load(folder / "adapter_model.bin", map_location="cpu", weights_only=True)
+    else:
+        weights = {}
+    for name in sorted(weights):
+        t = weights[name]
+        if t.is_floating_point():
+            t = t.to(torch.bfloat16).view(torch.int16)
+        t = t.contiguous()
+        h.update(f"\0{name}\0{t.dtype}\0{tuple(t.shape)}\0".encode())
+        h.update(t.numpy().tobytes())
+    return h.hexdigest()[:16]
 
 
 def adapter_identity(config: Config) -> dict[str, Any]:
@@ -43,15 +72,13 @@ def adapter_identity(config: Config) -> dict[str, Any]:
     The config names an adapter by folder or by a short name (``qwen-jade``), and neither says
     what is in it: a run resumed after its adapter was retrained into the same folder, or after
     a short name came to stand for other folders, would mix two models' answers. Each folder's
-    digest (SHA-256 over its adapter files, first 16 hex digits) makes that a different run.
-    A name or folder that does not resolve is left to the backend's own error."""
-    import hashlib
-    from pathlib import Path
-
+    :func:`adapter_digest` makes that a different run. A name or folder that does not resolve
+    is left to the backend's own error (the commands check adapters before this)."""
     from marag.llm.base import LLMError
     from marag.llm.trained import resolve_adapters
 
     out: dict[str, list[str]] = {}
+    digests: dict[str, str] = {}  # one hashing per folder (a row's LLMs may share one)
     for name, llm in config.llms.items():
         if llm.backend != "hf" or not llm.adapter:
             continue
@@ -59,18 +86,10 @@ def adapter_identity(config: Config) -> dict[str, Any]:
             folders = resolve_adapters(llm.adapter, llm.model)
         except LLMError:
             continue
-        digests = []
-        for folder in folders:
-            h = hashlib.sha256()
-            for fname in ADAPTER_FILES:
-                path = Path(folder) / fname
-                if path.is_file():
-                    h.update(fname.encode())
-                    with open(path, "rb") as f:
-                        for block in iter(lambda: f.read(1 << 20), b""):
-                            h.update(block)
-            digests.append(h.hexdigest()[:16])
-        out[name] = digests
+        for f in folders:
+            if f not in digests:
+                digests[f] = adapter_digest(f)
+        out[name] = [digests[f] for f in folders]
     return {"adapters": out} if out else {}
 
 
