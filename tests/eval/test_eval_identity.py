@@ -1,10 +1,12 @@
 """What makes two evaluation runs the same run: the config sections an evaluation reads."""
 
+import json
+
 import pytest
 
 from marag.config import load_config
 from marag.eval import RunDirError, open_run_dir
-from marag.eval.identity import config_identity
+from marag.eval.identity import adapter_digest, config_identity
 
 
 def _identity(overrides):
@@ -161,3 +163,57 @@ def test_only_hf_adapters_are_hashed():
     config = load_config(None, ["llms.default.backend=openai", "llms.default.adapter=[x]",
                                 "llms.default.base_url=http://127.0.0.1:9/v1"])
     assert adapter_identity(config) == {}
+
+
+def _no_models(*_args, **_kwargs):
+    raise RuntimeError("no model loads in this test")
+
+
+def test_marag_eval_refuses_to_resume_once_its_adapter_changed(tmp_path, qa_data, capsys,
+                                                             monkeypatch):
+    import marag.api
+    from marag.cli import main
+
+    monkeypatch.setattr(marag.api, "build_context", _no_models)  # the run folder comes first
+    adapter = _adapter(tmp_path / "adapter", 0.125)
+    out = tmp_path / "run"
+    args = ["eval", "--dataset", str(qa_data / "nq_open.questions.jsonl"), "--limit", "2",
+            "--method", "vanilla", "--set", "llms.default.backend=hf", "--adapter", adapter,
+            "--out", str(out), "--no-progress"]
+    with pytest.raises(RuntimeError, match="no model"):
+        main(args)
+    recorded = json.loads((out / "run.json").read_text())["identity"]["adapters"]
+    assert recorded == {"default": [adapter_digest(adapter)]}
+    with pytest.raises(RuntimeError, match="no model"):  # the same adapter: the same run
+        main(args)
+    _adapter(tmp_path / "adapter", 0.375)  # retrained into the same folder
+    assert main(args) == 2
+    assert "adapters.default" in capsys.readouterr().err
+
+
+def test_marag_table_cells_record_their_rows_adapters(tmp_path, qa_data, monkeypatch):
+    from types import SimpleNamespace
+
+    import marag.api
+    import marag.eval.runner
+    from marag.cli import main
+
+    async def aclose():
+        return None
+
+    identities = []
+
+    def prepare_run(questions, out, name, *, identity, **_kwargs):
+        identities.append(identity)
+        raise RuntimeError("stop before answering")
+
+    monkeypatch.setattr(marag.api, "build_context",
+                        lambda _config: SimpleNamespace(llms={}, aclose=aclose))
+    monkeypatch.setattr(marag.eval.runner, "prepare_run", prepare_run)
+    adapter = _adapter(tmp_path / "adapter", 0.25)
+    assert main(["table", "mmoa-rag", "--data", str(qa_data), "--index", "wiki-demo",
+                 "--rows", "vanilla-sft", "--adapter", f"vanilla-sft={adapter}", "--limit", "1",
+                 "--set", "llms.default.backend=hf", "--out", str(tmp_path / "table"),
+                 "--no-progress"]) == 0
+    assert identities  # one per dataset of the table present in the fixtures
+    assert all(i["adapters"] == {"default": [adapter_digest(adapter)]} for i in identities)

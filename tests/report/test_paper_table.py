@@ -252,3 +252,16 @@ def test_a_registered_one_role_adapter_names_the_role_its_row_serves():
 
         pt.with_row_adapter(load_config(overrides=["llms.default.model=qwen2.5-coder-0.5b"]),
                             "mao-arag", "qwen-rrr")
+
+
+def test_an_adapter_for_a_row_that_takes_none_is_refused(demo, tmp_path, qa_data, capsys):
+    from marag.cli import main
+
+    assert pt.stray_adapters(demo, {"jade": "qwen-jade"}) == ""
+    problem = pt.stray_adapters(demo, {"vanilla": "x", "nope": "y"})
+    assert "--adapter vanilla, nope" in problem and "the rows that do: jade" in problem
+    out = tmp_path / "table"
+    assert main(["table", "demo", "--data", str(qa_data), "--index", "wiki-demo",
+                 "--adapter", f"vanilla={tmp_path}", "--out", str(out), "--no-progress"]) == 2
+    assert "no row of demo by that name takes an adapter" in capsys.readouterr().err
+    assert not out.exists()

@@ -64,11 +64,13 @@ def _data_dirs(arg: str | None) -> list[Path]:
 
 
 def run(args: argparse.Namespace) -> int:
-    from marag.report.paper_table import find_dataset, load_paper, plan_rows
+    from marag.report.paper_table import find_dataset, load_paper, plan_rows, stray_adapters
 
     try:
         table = load_paper(args.paper)
         given = _adapters(args.adapter)
+        if problem := stray_adapters(table, given):
+            raise ValueError(problem)
     except ValueError as e:
         print(f"marag table: {e}", file=sys.stderr)
         return 2

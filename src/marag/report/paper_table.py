@@ -210,6 +210,19 @@ def plan_rows(table: PaperTable, model: str, adapters: Mapping[str, str] | None 
     return out
 
 
+def stray_adapters(table: PaperTable, adapters: Mapping[str, str]) -> str:
+    """Why some ``--adapter ROW=...`` would be ignored ('' when none would): each must name a
+    row of ``table`` that runs with a trained adapter, or the user's weights silently go unused
+    (an untrained row such as ``vanilla`` runs the base model whatever is passed)."""
+    takes = [r.method for r in table.rows
+             if r.method in RUNNABLE and RUNNABLE[r.method][1] is not None]
+    stray = [k for k in adapters if k not in takes]
+    if not stray:
+        return ""
+    return (f"--adapter {', '.join(stray)}: no row of {table.paper} by that name takes an "
+            f"adapter; the rows that do: {', '.join(takes) or 'none'}")
+
+
 def find_dataset(data_dir: Path, column: str) -> Path | None:
     """The questions file of a table column in ``data_dir`` (``<name>.questions.jsonl`` as
     in ../shared/data, or ``<name>.jsonl``/``<name>/test.jsonl``/``<name>/dev.jsonl``)."""
