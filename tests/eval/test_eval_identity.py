@@ -123,6 +123,29 @@ def test_a_run_recorded_before_adapter_digests_resumes_and_records_them(tmp_path
     assert again.manifest["identity"]["adapters"] == ident["adapters"]
 
 
+def test_a_run_made_before_digests_under_a_name_since_repointed_is_refused(tmp_path,
+                                                                           monkeypatch):
+    from marag.llm import trained
+
+    before = trained.TrainedAdapter(model="smollm2", folders=(_adapter(tmp_path / "a", 1.0),))
+    monkeypatch.setitem(trained.TRAINED, "team-x", before)
+    ident = _adapter_identity("team-x")
+    assert "adapter_names" not in ident
+    older = {k: v for k, v in ident.items() if k != "adapters"}  # before the digests
+    open_run_dir(tmp_path / "kept", older)
+    open_run_dir(tmp_path / "moved", older)
+    open_run_dir(tmp_path / "kept", ident)  # the name still means what it meant: resumes
+    after = trained.TrainedAdapter(model="smollm2", folders=(_adapter(tmp_path / "b", 2.0),),
+                                   since="2026-11-30")
+    monkeypatch.setitem(trained.TRAINED, "team-x", after)
+    ident = _adapter_identity("team-x")
+    assert ident["adapter_names"] == {"default": ["team-x@2026-11-30"]}
+    with pytest.raises(RunDirError, match="adapter_names"):
+        open_run_dir(tmp_path / "moved", ident)
+    open_run_dir(tmp_path / "new", ident)
+    open_run_dir(tmp_path / "new", ident)  # made under the new meaning: resumes
+
+
 def test_an_adapter_and_its_bfloat16_stash_copy_are_the_same_adapter(tmp_path):
     """benchmarks/stash_runs.py keeps adapters rounded to bfloat16: a run restored from a
     stash on another machine must resume."""

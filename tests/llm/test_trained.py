@@ -38,8 +38,9 @@ def test_adapter_folders_pass_through_and_win_over_a_name(registry, tmp_path, mo
 
 def test_neither_a_folder_nor_a_name_lists_the_names(registry):
     with pytest.raises(LLMError, match=r"not the name of one of marag's trained adapters "
-                                       r"\(qwen-adaptive, qwen-jade, qwen-jade-reader, qwen-mao-arag, "
-                                       r"qwen-mmoa, qwen-mmoa-sft, qwen-retrobust, qwen-rrr, qwen-search-r1, team\)"):
+                                       r"\(qwen-adaptive, qwen-jade, qwen-jade-2c, qwen-jade-reader, "
+                                       r"qwen-mao-arag, qwen-mmoa, qwen-mmoa-sft, qwen-retrobust, "
+                                       r"qwen-rrr, qwen-search-r1, team\)"):
         resolve_adapters(["teem"], "some-model")
 
 
@@ -86,6 +87,15 @@ def test_run_4s_team_merges_its_warm_start_before_the_rl_adapter():
     assert TRAINED["qwen-mmoa"].folders == ("docs/results/qwen-mmoa/sft",
                                             "docs/results/qwen-mmoa/rl")
     assert TRAINED["qwen-mmoa-sft"].folders == ("docs/results/qwen-mmoa/sft",)
+
+
+def test_qwen_jade_is_the_adapter_the_stated_rule_chose_and_run_2c_keeps_a_name():
+    """SPLITS.md (addendum 2026-11-30 04:25 UTC): fold A's plan-label SFT alone; the team
+    that was `qwen-jade` before (run 2c, SFT then PPO) answers to `qwen-jade-2c`."""
+    assert TRAINED["qwen-jade"].folders == (
+        "docs/results/qwen-runs/crossfit/team-s200/adapters/sft",)
+    assert TRAINED["qwen-jade-2c"].folders == ("docs/results/qwen-jade/sft",
+                                               "docs/results/qwen-jade/rl")
 
 
 def _run_config(argv: list[str]):

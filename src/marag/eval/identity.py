@@ -67,21 +67,32 @@ def adapter_digest(folder: str | Path) -> str:
 
 
 def adapter_identity(config: Config) -> dict[str, Any]:
-    """``{"adapters": {llm: [digest, ...]}}`` for the hf LLMs that load adapters, else ``{}``.
+    """``{"adapters": {llm: [digest, ...]}}`` for the hf LLMs that load adapters, else ``{}``;
+    also ``{"adapter_names": {llm: ["name@date", ...]}}`` for the short names that came to
+    stand for other folders on that date (``TrainedAdapter.since``).
 
     The config names an adapter by folder or by a short name (``qwen-jade``), and neither says
     what is in it: a run resumed after its adapter was retrained into the same folder, or after
     a short name came to stand for other folders, would mix two models' answers. Each folder's
-    :func:`adapter_digest` makes that a different run. A name or folder that does not resolve
-    is left to the backend's own error (the commands check adapters before this)."""
+    :func:`adapter_digest` makes that a different run. A run directory made before marag
+    recorded digests resumes without them (``rundir.IDENTITY_FIELDS_SINCE``), so a name
+    re-pointed since also records ``adapter_names``, a field such a directory lacks and is
+    refused for. A name or folder that does not resolve is left to the backend's own error (the
+    commands check adapters before this)."""
     from marag.llm.base import LLMError
-    from marag.llm.trained import resolve_adapters
+    from marag.llm.trained import TRAINED, resolve_adapters
 
     out: dict[str, list[str]] = {}
+    names: dict[str, list[str]] = {}
     digests: dict[str, str] = {}  # one hashing per folder (a row's LLMs may share one)
     for name, llm in config.llms.items():
         if llm.backend != "hf" or not llm.adapter:
             continue
+        repointed = [f"{e}@{TRAINED[e].since}" for e in llm.adapter
+                     if e in TRAINED and TRAINED[e].since
+                     and not (Path(e) / "adapter_config.json").is_file()]
+        if repointed:
+            names[name] = repointed
         try:
             folders = resolve_adapters(llm.adapter, llm.model)
         except LLMError:
@@ -90,7 +101,8 @@ def adapter_identity(config: Config) -> dict[str, Any]:
             if f not in digests:
                 digests[f] = adapter_digest(f)
         out[name] = [digests[f] for f in folders]
-    return {"adapters": out} if out else {}
+    return {**({"adapters": out} if out else {}),
+            **({"adapter_names": names} if names else {})}
 
 
 def comparable_identity(identity: dict[str, Any]) -> dict[str, Any]:

@@ -37,6 +37,10 @@ class TrainedAdapter:
     # and the method its run trained that role in
     role: str | None = None
     method: str | None = None
+    # the date the name came to stand for these folders, where it stood for others before:
+    # a run folder made under the old meaning (before marag recorded adapter digests) is then
+    # refused rather than resumed (``marag.eval.identity.adapter_identity``)
+    since: str | None = None
 
 
 # the llms entry that serves a one-role adapter's role
@@ -45,7 +49,17 @@ ROLE_LLM = "trained"
 TRAINED: dict[str, TrainedAdapter] = {
     "qwen-jade": TrainedAdapter(
         model="qwen2.5-coder-0.5b",
-        # run 2c: the plan-label SFT warm start, then PPO with JADE's reward
+        # the recommended `jade` team since 2026-11-30: fold A's plan-label SFT, chosen by the
+        # rule stated in docs/results/qwen-runs/SPLITS.md (addendum 2026-11-30 04:25 UTC) over
+        # PPO and GRPO on top of it, which did not beat it on fold B
+        # (docs/results/qwen-jade/README.md)
+        folders=("docs/results/qwen-runs/crossfit/team-s200/adapters/sft",),
+        since="2026-11-30",
+    ),
+    "qwen-jade-2c": TrainedAdapter(
+        model="qwen2.5-coder-0.5b",
+        # `qwen-jade` until 2026-11-30 (the figures named so before then are its): run 2c's
+        # plan-label SFT, then PPO with JADE's reward, on the old training set
         # (docs/results/qwen-jade/README.md)
         folders=("docs/results/qwen-jade/sft", "docs/results/qwen-jade/rl"),
     ),
