@@ -123,27 +123,48 @@ def test_a_run_recorded_before_adapter_digests_resumes_and_records_them(tmp_path
     assert again.manifest["identity"]["adapters"] == ident["adapters"]
 
 
-def test_a_run_made_before_digests_under_a_name_since_repointed_is_refused(tmp_path,
-                                                                           monkeypatch):
+def test_a_run_made_under_a_names_earlier_meaning_resumes_only_under_its_new_name(
+        tmp_path, monkeypatch):
     from marag.llm import trained
 
-    before = trained.TrainedAdapter(model="smollm2", folders=(_adapter(tmp_path / "a", 1.0),))
-    monkeypatch.setitem(trained.TRAINED, "team-x", before)
+    first = trained.TrainedAdapter(model="smollm2", folders=(_adapter(tmp_path / "a", 1.0),))
+    monkeypatch.setitem(trained.TRAINED, "team-x", first)
     ident = _adapter_identity("team-x")
     assert "adapter_names" not in ident
     older = {k: v for k, v in ident.items() if k != "adapters"}  # before the digests
-    open_run_dir(tmp_path / "kept", older)
-    open_run_dir(tmp_path / "moved", older)
+    for run in ("digests", "before-digests", "kept"):
+        open_run_dir(tmp_path / run, ident if run == "digests" else older)
     open_run_dir(tmp_path / "kept", ident)  # the name still means what it meant: resumes
-    after = trained.TrainedAdapter(model="smollm2", folders=(_adapter(tmp_path / "b", 2.0),),
-                                   since="2026-11-30")
-    monkeypatch.setitem(trained.TRAINED, "team-x", after)
+    # re-pointed: "team-x" now stands for other folders, its earlier meaning is "team-x-old"
+    monkeypatch.setitem(trained.TRAINED, "team-x-old", first)
+    monkeypatch.setitem(trained.TRAINED, "team-x", trained.TrainedAdapter(
+        model="smollm2", folders=(_adapter(tmp_path / "b", 2.0),), since="2026-11-30",
+        before="team-x-old"))
     ident = _adapter_identity("team-x")
     assert ident["adapter_names"] == {"default": ["team-x@2026-11-30"]}
-    with pytest.raises(RunDirError, match="adapter_names"):
-        open_run_dir(tmp_path / "moved", ident)
+    for run in ("digests", "before-digests"):
+        with pytest.raises(RunDirError, match=r"adapter_names: .*team-x stands for other "
+                                              r"folders since 2026-11-30 \(its earlier "
+                                              r"meaning is team-x-old\)"):
+            open_run_dir(tmp_path / run, ident)
+        open_run_dir(tmp_path / run, _adapter_identity("team-x-old"))  # resumes
     open_run_dir(tmp_path / "new", ident)
     open_run_dir(tmp_path / "new", ident)  # made under the new meaning: resumes
+    with pytest.raises(RunDirError, match="team-x@2026-11-30"):
+        open_run_dir(tmp_path / "new", _adapter_identity("team-x-old"))
+
+
+def test_a_folder_named_like_a_repointed_name_is_a_folder(tmp_path, monkeypatch):
+    from marag.llm import trained
+
+    monkeypatch.setitem(trained.TRAINED, "team-x", trained.TrainedAdapter(
+        model="smollm2", folders=(_adapter(tmp_path / "b", 2.0),), since="2026-11-30",
+        before="team-x-old"))
+    monkeypatch.chdir(tmp_path)
+    _adapter(tmp_path / "team-x", 3.0)  # a folder of that name holding an adapter wins
+    ident = _adapter_identity("team-x")
+    assert "adapter_names" not in ident
+    assert ident["adapters"] == {"default": [adapter_digest("team-x")]}
 
 
 def test_an_adapter_and_its_bfloat16_stash_copy_are_the_same_adapter(tmp_path):

@@ -260,6 +260,9 @@ def test_an_adapter_for_a_row_that_takes_none_is_refused(demo, tmp_path, qa_data
     assert pt.stray_adapters(demo, {"jade": "qwen-jade"}) == ""
     problem = pt.stray_adapters(demo, {"vanilla": "x", "nope": "y"})
     assert "--adapter vanilla, nope" in problem and "the rows that do: jade" in problem
+    assert pt.stray_adapters(demo, {"jade": "x"}, {"vanilla"}) == (
+        "--adapter jade: not among the rows asked for (--rows)")
+    assert pt.stray_adapters(demo, {"jade": "x"}, {"vanilla", "jade"}) == ""
     out = tmp_path / "table"
     assert main(["table", "demo", "--data", str(qa_data), "--index", "wiki-demo",
                  "--adapter", f"vanilla={tmp_path}", "--out", str(out), "--no-progress"]) == 2

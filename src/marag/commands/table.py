@@ -69,7 +69,9 @@ def run(args: argparse.Namespace) -> int:
     try:
         table = load_paper(args.paper)
         given = _adapters(args.adapter)
-        if problem := stray_adapters(table, given):
+        wanted = ({r.strip() for r in args.rows.split(",") if r.strip()} if args.rows
+                  else None)
+        if problem := stray_adapters(table, given, wanted):
             raise ValueError(problem)
     except ValueError as e:
         print(f"marag table: {e}", file=sys.stderr)
@@ -84,8 +86,7 @@ def run(args: argparse.Namespace) -> int:
         return 2
     model = config.llms["default"].model
     plans = plan_rows(table, model, given, backend=config.llms["default"].backend)
-    if args.rows:
-        wanted = {r.strip() for r in args.rows.split(",") if r.strip()}
+    if wanted is not None:
         for p in plans:
             if p.row.method not in wanted and p.method is not None:
                 p.method, p.reason = None, "not asked for (--rows)"

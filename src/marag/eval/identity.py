@@ -114,11 +114,34 @@ def comparable_identity(identity: dict[str, Any]) -> dict[str, Any]:
     if not isinstance(config, dict):
         return identity
     config = {k: v for k, v in config.items() if k not in NOT_EVAL_SECTIONS}
+    if "adapter_names" not in identity:  # made before a short name it used was re-pointed
+        config = _earlier_names(config)
     try:
         config = config_identity(Config.model_validate(config))
     except ValueError:
         pass
     return {**identity, "config": config}
+
+
+def _earlier_names(config: dict[str, Any]) -> dict[str, Any]:
+    """A recorded config with each re-pointed short name (``TrainedAdapter.since``) spelled as
+    what its earlier meaning is registered as now (``qwen-jade`` -> ``qwen-jade-2c``), so that
+    a run folder made under the old meaning resumes under the new name and is refused under
+    the old one. Adapter folders are left as they are."""
+    from marag.llm.trained import TRAINED
+
+    llms = config.get("llms")
+    if not isinstance(llms, dict):
+        return config
+    out = {}
+    for name, llm in llms.items():
+        adapters = llm.get("adapter") if isinstance(llm, dict) else None
+        if isinstance(adapters, list):
+            llm = {**llm, "adapter": [
+                TRAINED[e].before if isinstance(e, str) and e in TRAINED and TRAINED[e].before
+                and not (Path(e) / "adapter_config.json").is_file() else e for e in adapters]}
+        out[name] = llm
+    return {**config, "llms": out}
 
 
 def versions() -> dict[str, str]:

@@ -174,8 +174,13 @@ def open_run_dir(path: str | os.PathLike[str], identity: dict[str, Any],
     if old is not None and old_identity != compared:
         changes = describe_change(old_identity or {}, compared)
         if not force:
+            hint = ""
+            if any(c.startswith("adapter_names") for c in changes):
+                from marag.llm.trained import repointed_names
+
+                hint = f" ({repointed_names()})"
             raise RunDirError(
-                f"{root} holds a different run ({'; '.join(changes[:6])}); "
+                f"{root} holds a different run ({'; '.join(changes[:6])}){hint}; "
                 "pass --force to discard it or choose a new --out directory")
         old = None
     if old is None and traces_path.exists() and traces_path.stat().st_size:

@@ -37,10 +37,12 @@ class TrainedAdapter:
     # and the method its run trained that role in
     role: str | None = None
     method: str | None = None
-    # the date the name came to stand for these folders, where it stood for others before:
-    # a run folder made under the old meaning (before marag recorded adapter digests) is then
-    # refused rather than resumed (``marag.eval.identity.adapter_identity``)
+    # the date the name came to stand for these folders, where it stood for others before,
+    # and the registered name of what it stood for until then: a run folder made under the
+    # old meaning resumes under ``before``, and is refused under this name
+    # (``marag.eval.identity.adapter_identity``, ``comparable_identity``)
     since: str | None = None
+    before: str | None = None
 
 
 # the llms entry that serves a one-role adapter's role
@@ -54,7 +56,7 @@ TRAINED: dict[str, TrainedAdapter] = {
         # PPO and GRPO on top of it, which did not beat it on fold B
         # (docs/results/qwen-jade/README.md)
         folders=("docs/results/qwen-runs/crossfit/team-s200/adapters/sft",),
-        since="2026-11-30",
+        since="2026-11-30", before="qwen-jade-2c",
     ),
     "qwen-jade-2c": TrainedAdapter(
         model="qwen2.5-coder-0.5b",
@@ -120,6 +122,12 @@ TRAINED: dict[str, TrainedAdapter] = {
         folders=("docs/results/qwen-mmoa/sft",),
     ),
 }
+
+
+def repointed_names() -> str:
+    """One line on the names that came to stand for other folders, for an error message."""
+    return "; ".join(f"{n} stands for other folders since {a.since} (its earlier meaning is "
+                     f"{a.before})" for n, a in TRAINED.items() if a.since)
 
 
 def repo_root() -> Path:

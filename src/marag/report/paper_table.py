@@ -210,17 +210,22 @@ def plan_rows(table: PaperTable, model: str, adapters: Mapping[str, str] | None 
     return out
 
 
-def stray_adapters(table: PaperTable, adapters: Mapping[str, str]) -> str:
+def stray_adapters(table: PaperTable, adapters: Mapping[str, str],
+                   rows: set[str] | None = None) -> str:
     """Why some ``--adapter ROW=...`` would be ignored ('' when none would): each must name a
-    row of ``table`` that runs with a trained adapter, or the user's weights silently go unused
-    (an untrained row such as ``vanilla`` runs the base model whatever is passed)."""
+    row of ``table`` that runs with a trained adapter, and one of ``rows`` where only those
+    run (``--rows``), or the user's weights silently go unused (an untrained row such as
+    ``vanilla`` runs the base model whatever is passed)."""
     takes = [r.method for r in table.rows
              if r.method in RUNNABLE and RUNNABLE[r.method][1] is not None]
     stray = [k for k in adapters if k not in takes]
-    if not stray:
-        return ""
-    return (f"--adapter {', '.join(stray)}: no row of {table.paper} by that name takes an "
-            f"adapter; the rows that do: {', '.join(takes) or 'none'}")
+    if stray:
+        return (f"--adapter {', '.join(stray)}: no row of {table.paper} by that name takes an "
+                f"adapter; the rows that do: {', '.join(takes) or 'none'}")
+    idle = [k for k in adapters if rows is not None and k not in rows]
+    if idle:
+        return f"--adapter {', '.join(idle)}: not among the rows asked for (--rows)"
+    return ""
 
 
 def find_dataset(data_dir: Path, column: str) -> Path | None:
