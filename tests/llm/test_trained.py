@@ -90,7 +90,7 @@ def test_run_4s_team_merges_its_warm_start_before_the_rl_adapter():
 
 
 def test_qwen_jade_is_the_adapter_the_stated_rule_chose_and_run_2c_keeps_a_name():
-    """SPLITS.md (addendum 2026-11-30 04:25 UTC): fold A's plan-label SFT alone; the team
+    """SPLITS.md (addendum 2026-11-30 04:20 UTC): fold A's plan-label SFT alone; the team
     that was `qwen-jade` before (run 2c, SFT then PPO) answers to `qwen-jade-2c`."""
     assert TRAINED["qwen-jade"].folders == (
         "docs/results/qwen-runs/crossfit/team-s200/adapters/sft",)

@@ -52,7 +52,7 @@ TRAINED: dict[str, TrainedAdapter] = {
     "qwen-jade": TrainedAdapter(
         model="qwen2.5-coder-0.5b",
         # the recommended `jade` team since 2026-11-30: fold A's plan-label SFT, chosen by the
-        # rule stated in docs/results/qwen-runs/SPLITS.md (addendum 2026-11-30 04:25 UTC) over
+        # rule stated in docs/results/qwen-runs/SPLITS.md (addendum 2026-11-30 04:20 UTC) over
         # PPO and GRPO on top of it, which did not beat it on fold B
         # (docs/results/qwen-jade/README.md)
         folders=("docs/results/qwen-runs/crossfit/team-s200/adapters/sft",),

@@ -1,6 +1,6 @@
 #!/usr/bin/env bash
 # Issue 38, comparisons 1-4 on the reduced protocol (docs/results/qwen-runs/SPLITS.md,
-# addendum of 2026-11-28): `qwen-jade`'s recipe replayed on fold A (plan-label SFT, then 3
+# addendum of 2026-11-28): run 2c's recipe (`qwen-jade-2c`) replayed on fold A (plan-label SFT, then 3
 # iterations of run 2c's PPO, the iteration-3 adapter kept), then five rows on the 200
 # questions of fold-b-s200: the trained team, `vanilla` with its adapters (the reader part),
 # untrained `jade` and the warm start alone (RL against it), and `vanilla` re-run under the

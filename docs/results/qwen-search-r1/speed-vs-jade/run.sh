@@ -12,7 +12,7 @@ $M train --config configs/qwen/search-r1-grpo-fold-a.yaml --set llms.default.ada
     --set train.iterations=1 --set train.eval_dataset=null --set train.drop_flat_groups=false \
     --out runs/speed/sr1b --no-progress
 date
-$M train --config configs/qwen/jade-train.yaml --set llms.default.adapter=qwen-jade \
+$M train --config configs/qwen/jade-train.yaml --set llms.default.adapter=qwen-jade-2c \
     --set train.iterations=1 --set train.questions_per_iteration=4 --set train.samples_per_question=5 \
     --set train.exclude_ids=runs/data/splits-cf/train-a.exclude.ids --set train.eval_dataset=null \
     --out runs/speed/jadeb --no-progress
