@@ -38,7 +38,7 @@ def test_adapter_folders_pass_through_and_win_over_a_name(registry, tmp_path, mo
 
 def test_neither_a_folder_nor_a_name_lists_the_names(registry):
     with pytest.raises(LLMError, match=r"not the name of one of marag's trained adapters "
-                                       r"\(qwen-adaptive, qwen-jade, qwen-jade-2c, qwen-jade-reader, "
+                                       r"\(qwen-adaptive, qwen-bgm, qwen-jade, qwen-jade-2c, qwen-jade-reader, "
                                        r"qwen-mao-arag, qwen-mmoa, qwen-mmoa-sft, qwen-retrobust, "
                                        r"qwen-rrr, qwen-search-r1, team\)"):
         resolve_adapters(["teem"], "some-model")
@@ -124,6 +124,10 @@ def test_eval_and_ask_serve_a_one_role_adapter_on_its_role_alone():
     rrr = _run_config(["ask", *base, "--method", "rrr", "--adapter", "qwen-rrr", "what?"])
     assert rrr.backend_for("mmoa.QR") == ROLE_LLM
     assert rrr.llms["default"].adapter == ["qwen-mmoa-sft"]
+    bgm = _run_config(["ask", *base, "--method", "bgm", "--adapter", "qwen-bgm", "what?"])
+    assert bgm.backend_for("DS") == ROLE_LLM and bgm.llms[ROLE_LLM].adapter == ["qwen-bgm"]
+    assert bgm.backend_for("AG") == "default"
+    assert bgm.llms["default"].adapter == ["qwen-mmoa-sft"]
     # an adapter for every role, or a folder: merged into the default LLM, as before
     jade = _run_config(["eval", *base, "--method", "jade", "--adapter", "qwen-jade",
                         "--dataset", "x.jsonl"])

@@ -108,6 +108,15 @@ TRAINED: dict[str, TrainedAdapter] = {
         team=("qwen-mmoa-sft",),
         role="mmoa.QR", method="rrr",
     ),
+    "qwen-bgm": TrainedAdapter(
+        model="qwen2.5-coder-0.5b",
+        # BGM's bridge: PPO of the selector (DS) alone on fold A over MMOA-RAG's SFT warm
+        # start, beside a generator frozen on that warm start (its team); 3 iterations
+        # (docs/results/qwen-bgm/README.md)
+        folders=("docs/results/qwen-mmoa/sft", "docs/results/qwen-bgm/bridge"),
+        team=("qwen-mmoa-sft",),
+        role="DS", method="bgm",
+    ),
     "qwen-mao-arag": TrainedAdapter(
         model="qwen2.5-coder-0.5b",
         # MAO-ARAG's planner: plan-label SFT on fold A, then PPO of the planner alone with

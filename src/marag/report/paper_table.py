@@ -107,7 +107,7 @@ ADAPTERS: dict[str, dict[str, str]] = {
     "qwen2.5-coder-0.5b": {"jade": "qwen-jade", "mmoa-rag": "qwen-mmoa",
                            "reader": "qwen-jade-reader", "search-r1": "qwen-search-r1",
                            "adaptive-rag": "qwen-adaptive",
-                           "retrobust": "qwen-retrobust", "rrr": "qwen-rrr",
+                           "retrobust": "qwen-retrobust", "rrr": "qwen-rrr", "bgm": "qwen-bgm",
                            "mao-arag": "qwen-mao-arag"},
 }
 # the file names a dataset column goes by in a data folder (FlashRAG's and ../shared/data's)
