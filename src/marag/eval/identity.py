@@ -80,7 +80,7 @@ def adapter_identity(config: Config) -> dict[str, Any]:
     refused for. A name or folder that does not resolve is left to the backend's own error (the
     commands check adapters before this)."""
     from marag.llm.base import LLMError
-    from marag.llm.trained import TRAINED, resolve_adapters
+    from marag.llm.trained import registered, resolve_adapters
 
     out: dict[str, list[str]] = {}
     names: dict[str, list[str]] = {}
@@ -88,9 +88,8 @@ def adapter_identity(config: Config) -> dict[str, Any]:
     for name, llm in config.llms.items():
         if llm.backend != "hf" or not llm.adapter:
             continue
-        repointed = [f"{e}@{TRAINED[e].since}" for e in llm.adapter
-                     if e in TRAINED and TRAINED[e].since
-                     and not (Path(e) / "adapter_config.json").is_file()]
+        specs = [(e, registered(e)) for e in llm.adapter]
+        repointed = [f"{e}@{a.since}" for e, a in specs if a is not None and a.since]
         if repointed:
             names[name] = repointed
         try:
@@ -128,7 +127,11 @@ def _earlier_names(config: dict[str, Any]) -> dict[str, Any]:
     what its earlier meaning is registered as now (``qwen-jade`` -> ``qwen-jade-2c``), so that
     a run folder made under the old meaning resumes under the new name and is refused under
     the old one. Adapter folders are left as they are."""
-    from marag.llm.trained import TRAINED
+    from marag.llm.trained import registered
+
+    def spelled(entry: Any) -> Any:
+        spec = registered(entry) if isinstance(entry, str) else None
+        return spec.before if spec is not None and spec.before else entry
 
     llms = config.get("llms")
     if not isinstance(llms, dict):
@@ -137,9 +140,7 @@ def _earlier_names(config: dict[str, Any]) -> dict[str, Any]:
     for name, llm in llms.items():
         adapters = llm.get("adapter") if isinstance(llm, dict) else None
         if isinstance(adapters, list):
-            llm = {**llm, "adapter": [
-                TRAINED[e].before if isinstance(e, str) and e in TRAINED and TRAINED[e].before
-                and not (Path(e) / "adapter_config.json").is_file() else e for e in adapters]}
+            llm = {**llm, "adapter": [spelled(e) for e in adapters]}
         out[name] = llm
     return {**config, "llms": out}
 

@@ -144,15 +144,23 @@ def repo_root() -> Path:
     return Path(__file__).resolve().parents[3]
 
 
+def registered(entry: str) -> TrainedAdapter | None:
+    """The registration ``entry`` names; None for an adapter folder (a path is always a path,
+    even one named like a registered adapter) or a name marag does not have."""
+    if (Path(entry) / "adapter_config.json").is_file():
+        return None
+    return TRAINED.get(entry)
+
+
 def resolve_adapters(entries: list[str] | tuple[str, ...], model: str) -> list[str]:
     """``entries`` with each short name replaced by its folders; adapter folders are kept as
     given. An entry that is neither is an error that lists the names."""
     out: list[str] = []
     for entry in entries:
-        spec = TRAINED.get(entry)
         if (Path(entry) / "adapter_config.json").is_file():
             out.append(entry)
             continue
+        spec = registered(entry)
         if spec is None:
             raise LLMError(f"adapter {entry!r}: no adapter folder there (no "
                            "adapter_config.json), and not the name of one of marag's trained "
@@ -174,9 +182,7 @@ def resolve_adapters(entries: list[str] | tuple[str, ...], model: str) -> list[s
 def one_role(entry: str) -> str | None:
     """The role a registered one-role adapter serves alone; None for an adapter folder (a
     path is always a path) or an adapter that serves every role."""
-    if (Path(entry) / "adapter_config.json").is_file():
-        return None
-    spec = TRAINED.get(entry)
+    spec = registered(entry)
     return spec.role if spec is not None else None
 
 
